@@ -64,6 +64,28 @@ static void says(const char *what)
 		fail_msg("'%s' does not say '%s'", saas_error_last()->message, what);
 }
 
+/* path (relative to dfd) reads as want, whole, within max. */
+static void read_is(int dfd, const char *path, size_t max, unsigned int flags, const char *want)
+{
+	char *text = NULL;
+	size_t len = 99;
+
+	assert_int_equal(saas__file_read(&text, &len, dfd, path, max, flags), SAAS_OK);
+	assert_int_equal(len, strlen(want));
+	assert_string_equal(text, want);
+	free(text);
+}
+
+/* The file at path holds want. */
+static void holds(const char *path, const char *want)
+{
+	char *got = saas_test_slurp(path, NULL);
+
+	assert_non_null(got);
+	assert_string_equal(got, want);
+	free(got);
+}
+
 /* A file of exactly its bound is read; one byte more is refused, whole, and says so. */
 static void test_read_bound(void **state)
 {
@@ -73,10 +95,7 @@ static void test_read_bound(void **state)
 
 	(void)state;
 	put("eight", "12345678", 8);
-	assert_int_equal(saas__file_read(&text, &len, AT_FDCWD, p, 8, 0), SAAS_OK);
-	assert_int_equal(len, 8);
-	assert_string_equal(text, "12345678");
-	free(text);
+	read_is(AT_FDCWD, p, 8, 0, "12345678");
 	assert_int_equal(saas__file_read(&text, &len, AT_FDCWD, p, 7, 0), SAAS_ETOOBIG);
 	assert_null(text);
 	assert_int_equal(len, 0);
@@ -84,9 +103,7 @@ static void test_read_bound(void **state)
 	says("is over its bound of 7 bytes");
 	/* Relative to a directory's fd, as the embedded root's readers take it. */
 	assert_true((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0);
-	assert_int_equal(saas__file_read(&text, NULL, dfd, "eight", 8, SAAS__FILE_NOFOLLOW), SAAS_OK);
-	assert_string_equal(text, "12345678");
-	free(text);
+	read_is(dfd, "eight", 8, SAAS__FILE_NOFOLLOW, "12345678");
 	close(dfd);
 	free(p);
 }
@@ -116,15 +133,12 @@ static void test_read_sizeless(void **state)
 /* An empty file is "" of length 0, within any bound, 0 included. */
 static void test_read_empty(void **state)
 {
-	char *text, *p = at("empty");
-	size_t len = 99;
+	char *p = at("empty");
 
 	(void)state;
 	put("empty", "", 0);
-	assert_int_equal(saas__file_read(&text, &len, AT_FDCWD, p, 0, 0), SAAS_OK);
-	assert_int_equal(len, 0);
-	assert_string_equal(text, "");
-	free(text);
+	read_is(AT_FDCWD, p, 0, 0, "");
+	read_is(AT_FDCWD, p, 4096, SAAS__FILE_NOFOLLOW, "");
 	free(p);
 }
 
@@ -141,9 +155,7 @@ static void test_read_link(void **state)
 	assert_null(text);
 	assert_int_equal(saas_error_last()->backend_code, ELOOP);
 	says("it is a link, which is not followed here");
-	assert_int_equal(saas__file_read(&text, &len, AT_FDCWD, link, 64, 0), SAAS_OK);
-	assert_string_equal(text, "secret");
-	free(text);
+	read_is(AT_FDCWD, link, 64, 0, "secret");
 	/* A FIFO is refused at once, never waited on; a directory is refused. */
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	assert_int_equal(saas__file_read(&text, &len, AT_FDCWD, fifo, 64, 0), SAAS_EIO);
@@ -189,7 +201,7 @@ static char *tmp_name(const char *base, int n)
 /* The file is replaced by a rename: a reader of the old one keeps it whole; no temporary stays. */
 static void test_write_replaces(void **state)
 {
-	char *p = at("entry"), *got, *target = at("kept"), *link = at("was-link");
+	char *p = at("entry"), *target = at("kept"), *link = at("was-link");
 	struct stat st;
 	int old;
 
@@ -197,9 +209,7 @@ static void test_write_replaces(void **state)
 	put("entry", "the old text", 12);
 	assert_true((old = open(p, O_RDONLY | O_CLOEXEC)) >= 0);
 	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, "new", 3, 0600, SAAS__FILE_FSYNC), SAAS_OK);
-	assert_non_null(got = saas_test_slurp(p, NULL));
-	assert_string_equal(got, "new");
-	free(got);
+	holds(p, "new");
 	{
 		char buf[32] = { 0 };
 		assert_int_equal(read(old, buf, sizeof(buf) - 1), 12);
@@ -216,9 +226,7 @@ static void test_write_replaces(void **state)
 		assert_int_equal(saas__file_write_atomic(dfd, "fresh", "", 0, 0600, 0), SAAS_OK);
 		close(dfd);
 		char *fresh = at("fresh");
-		assert_non_null(got = saas_test_slurp(fresh, NULL));
-		assert_string_equal(got, "");
-		free(got);
+		holds(fresh, "");
 		free(fresh);
 	}
 	/* A link at the name itself is replaced, its target left alone. */
@@ -227,9 +235,7 @@ static void test_write_replaces(void **state)
 	assert_int_equal(saas__file_write_atomic(AT_FDCWD, link, "mine", 4, 0600, 0), SAAS_OK);
 	assert_int_equal(lstat(link, &st), 0);
 	assert_true(S_ISREG(st.st_mode));
-	assert_non_null(got = saas_test_slurp(target, NULL));
-	assert_string_equal(got, "target");
-	free(got);
+	holds(target, "target");
 	free(p);
 	free(target);
 	free(link);
@@ -238,7 +244,7 @@ static void test_write_replaces(void **state)
 /* A write or a rename that fails leaves the file as it was and no temporary. */
 static void test_write_fails_clean(void **state)
 {
-	char *p = at("limited"), *d = at("adir"), *inner, *got, big[4096];
+	char *p = at("limited"), *d = at("adir"), *inner, big[4096];
 	struct rlimit was, small;
 
 	(void)state;
@@ -264,9 +270,7 @@ static void test_write_fails_clean(void **state)
 	assert_int_equal(saas_error_last()->backend_code, EFBIG);
 	says("cannot write");
 	assert_int_equal(temporaries("limited"), 0);
-	assert_non_null(got = saas_test_slurp(p, NULL));
-	assert_string_equal(got, "as it was");
-	free(got);
+	holds(p, "as it was");
 	/* Nothing to name, or unknown flags. */
 	assert_int_equal(saas__file_write_atomic(AT_FDCWD, "somewhere/", "x", 1, 0600, 0), SAAS_EINVAL);
 	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, "x", 1, 0600, 0x100), SAAS_EINVAL);
@@ -278,7 +282,7 @@ static void test_write_fails_clean(void **state)
 /* A link planted at the temporary's name is never written through nor removed: the next name is taken, and when all are planted the write is refused. */
 static void test_write_planted_link(void **state)
 {
-	char *p = at("target-file"), *victim = at("victim"), *got, *links[8];
+	char *p = at("target-file"), *victim = at("victim"), *links[8];
 
 	(void)state;
 	put("victim", "untouched", 9);
@@ -293,12 +297,8 @@ static void test_write_planted_link(void **state)
 	/* One name free: it is used, and the links stay as they were. */
 	assert_int_equal(unlink(links[5]), 0);
 	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, "mine", 4, 0600, 0), SAAS_OK);
-	assert_non_null(got = saas_test_slurp(p, NULL));
-	assert_string_equal(got, "mine");
-	free(got);
-	assert_non_null(got = saas_test_slurp(victim, NULL));
-	assert_string_equal(got, "untouched");
-	free(got);
+	holds(p, "mine");
+	holds(victim, "untouched");
 	assert_int_equal(temporaries("target-file"), 7);
 	for (int i = 0; i < 8; i++) {
 		if (i != 5)
@@ -312,22 +312,16 @@ static void test_write_planted_link(void **state)
 /* The two halves: the temporary is there to be used, then renamed over the name, or unlinked by its caller. */
 static void test_write_tmp_commit(void **state)
 {
-	char *p = at("rules"), *tmp, *got;
+	char *p = at("rules"), *tmp;
 
 	(void)state;
 	put("rules", "loaded before", 13);
 	assert_int_equal(saas__file_write_tmp(&tmp, AT_FDCWD, p, "next", 4, 0600, 0), SAAS_OK);
-	assert_non_null(got = saas_test_slurp(tmp, NULL));
-	assert_string_equal(got, "next");
-	free(got);
-	assert_non_null(got = saas_test_slurp(p, NULL));
-	assert_string_equal(got, "loaded before");
-	free(got);
+	holds(tmp, "next");
+	holds(p, "loaded before");
 	assert_int_equal(saas__file_commit(AT_FDCWD, tmp, p), SAAS_OK);
 	free(tmp);
-	assert_non_null(got = saas_test_slurp(p, NULL));
-	assert_string_equal(got, "next");
-	free(got);
+	holds(p, "next");
 	assert_int_equal(temporaries("rules"), 0);
 	/* A commit that fails unlinks the temporary. */
 	assert_int_equal(saas__file_write_tmp(&tmp, AT_FDCWD, p, "x", 1, 0600, 0), SAAS_OK);
