@@ -61,6 +61,7 @@
 #include "driver/libvirt/vm.h"
 #include "driver/libvirt/vmfs.h"
 #include "testutil.h"
+#include "util/file.h"
 #include "util/spawn.h"
 
 /* ---- the control port's one user (vm.c) ------------------------------------------------------- */
@@ -2380,7 +2381,7 @@ static void test_snapshot_unsplit(void **state)
 	assert_false(path_exists(a, "stream"));
 	assert_false(path_exists(a, "ram"));
 	snprintf(a + strlen(a), sizeof(a) - strlen(a), "/state");
-	assert_non_null(text = saas__lv_read_file(a, 4096));
+	assert_int_equal(saas__file_read(&text, NULL, AT_FDCWD, a, 4096, 0), SAAS_OK);
 	assert_string_equal(text, "the whole stream");
 	free(text);
 	assert_false(path_exists(b, "splitting"));

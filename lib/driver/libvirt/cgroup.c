@@ -28,6 +28,7 @@
 #include <libvirt/libvirt.h>
 
 #include "driver/libvirt/libvirt_driver.h"
+#include "util/file.h"
 
 /* The name of each controller in /proc/self/mounts (v1 options) and cgroup.controllers (v2): enum cg_ctl order. */
 static const char *const v1_names[CG_NCTL] = { [CG_CPU] = "cpu", [CG_MEMORY] = "memory", [CG_PIDS] = "pids",
@@ -98,7 +99,7 @@ int saas__lv_cg_detect(struct saas__lv_cg *cg, const char *mounts)
 		char *path = saas__lv_path_join(cg->v2, "cgroup.controllers"), *text = NULL;
 		if (!path)
 			rc = SAAS_ENOMEM;
-		else if ((text = saas__lv_read_file(path, 4096)))
+		else if (saas__file_read(&text, NULL, AT_FDCWD, path, 4096, SAAS__FILE_QUIET) == SAAS_OK)
 			for (int i = 0; i < CG_NCTL; i++)
 				cg->v2_has[i] = !cg->v1[i] && has_word(text, v2_names[i], " \n");
 		free(path);
@@ -316,8 +317,13 @@ int saas__lv_cg_cpuset_prime(const char *mounts, const char *partition)
 		return SAAS_OK;
 	}
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(files) && rc == SAAS_OK; i++) {
-		char *path = saas__lv_path_join(dir, files[i]), *have = path ? saas__lv_read_file(path, 4096) : NULL;
-		char *from = saas__lv_path_join(root, files[i]), *want = from ? saas__lv_read_file(from, 4096) : NULL;
+		char *path = saas__lv_path_join(dir, files[i]), *from = saas__lv_path_join(root, files[i]), *have = NULL,
+		     *want = NULL;
+		/* cgroupfs (the host's, as /proc/self/mounts names it): an unreadable file reads as empty. */
+		if (path)
+			(void)saas__file_read(&have, NULL, AT_FDCWD, path, 4096, SAAS__FILE_QUIET);
+		if (from)
+			(void)saas__file_read(&want, NULL, AT_FDCWD, from, 4096, SAAS__FILE_QUIET);
 		if (!path || !from)
 			rc = SAAS_ENOMEM;
 		else if ((!have || strspn(have, " \n") == strlen(have)) && want && strspn(want, " \n") < strlen(want))
@@ -335,10 +341,12 @@ int saas__lv_cg_cpuset_prime(const char *mounts, const char *partition)
 
 void saas__lv_limits_setup(struct drv *d, bool embedded)
 {
-	char *mounts = saas__lv_read_file("/proc/self/mounts", 1 << 20);
+	char *mounts = NULL;
 	/* libvirt makes cgroups as root only: an embedded driver of another user gets none. */
 	bool cgroups = !embedded || geteuid() == 0;
 
+	/* None read (or over 1 MiB of mounts): no cgroup limits, said below. */
+	(void)saas__file_read(&mounts, NULL, AT_FDCWD, "/proc/self/mounts", 1 << 20, SAAS__FILE_QUIET);
 	if (!mounts || saas__lv_cg_detect(&d->cg, mounts) < 0)
 		memset(&d->cg, 0, sizeof(d->cg));
 	if (mounts && embedded && geteuid() == 0 && saas__lv_cg_cpuset_prime(mounts, "machine") < 0)
@@ -367,7 +375,8 @@ long saas__lv_qemu_pid(struct drv *d, const char *name)
 
 	if (asprintf(&path, "%s/run/qemu/%s.pid", d->root, name) < 0)
 		return 0;
-	if ((text = saas__lv_read_file(path, 64)))
+	/* libvirt's pidfile, in the embedded root: never read through a link put there. */
+	if (saas__file_read(&text, NULL, AT_FDCWD, path, 64, SAAS__FILE_NOFOLLOW | SAAS__FILE_QUIET) == SAAS_OK)
 		pid = strtol(text, NULL, 10);
 	free(text);
 	free(path);
@@ -385,9 +394,8 @@ static int pids_apply(struct drv *d, const char *name, unsigned int vcpus)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot find QEMU's pid for %s", name);
 	if (asprintf(&proc, "/proc/%ld/cgroup", pid) < 0)
 		return saas__oom();
-	if (!(text = saas__lv_read_file(proc, 1 << 16)))
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read %s", proc);
-	else if ((rc = saas__lv_cg_pids_dir(&d->cg, text, d->cg_group, name, &dir, &own)) == SAAS_OK)
+	if ((rc = saas__file_read(&text, NULL, AT_FDCWD, proc, 1 << 16, 0)) == SAAS_OK &&
+	    (rc = saas__lv_cg_pids_dir(&d->cg, text, d->cg_group, name, &dir, &own)) == SAAS_OK)
 		rc = saas__lv_cg_pids_limit(dir, own, pid, saas__lv_pids_max(vcpus));
 	free(proc);
 	free(text);

@@ -15,6 +15,7 @@
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
+#include "util/file.h"
 #include "util/spawn.h"
 
 char *saas__lv_default_images_dir(void)
@@ -365,8 +366,13 @@ int saas__lv_ensure_key(struct drv *d, const char *path)
 			return saas__error_wrap(SAAS_EBACKEND, "making the engine's SSH key");
 		chmod(d->key, 0600);
 	}
-	if (!(pubtext = saas__lv_read_file(d->pub, 4096)))
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read %s", d->pub);
+	/*
+	 * The engine's own pair is read as made, never through a link put in
+	 * its place; the operator's (ssh_key=) may be one (a mounted secret's
+	 * files often are).
+	 */
+	if ((rc = saas__file_read(&pubtext, NULL, AT_FDCWD, d->pub, 4096, path ? 0 : SAAS__FILE_NOFOLLOW)) < 0)
+		return saas__error_wrap(rc, "reading the SSH public key");
 	len = strlen(pubtext);
 	while (len && (pubtext[len - 1] == '\n' || pubtext[len - 1] == '\r'))
 		pubtext[--len] = '\0';

@@ -30,6 +30,7 @@
 
 #include "driver/libvirt/egress.h"
 #include "driver/libvirt/nftnl.h"
+#include "util/file.h"
 #include "util/spawn.h"
 
 #define REJECT "reject with icmpx type admin-prohibited"
@@ -591,7 +592,8 @@ int saas__lv_egress_upstreams(struct drv *d, struct sockaddr_storage *up, unsign
 		*n = 1;
 		return SAAS_OK;
 	}
-	resolv_conf = saas__lv_read_file("/etc/resolv.conf", 64 << 10);
+	/* The system's, often a link (a resolver daemon's stub file): followed. None when it cannot be read. */
+	(void)saas__file_read(&resolv_conf, NULL, AT_FDCWD, "/etc/resolv.conf", 64 << 10, SAAS__FILE_QUIET);
 	saas__lv_resolvers(resolv_conf, &v4, &v6);
 	list[0] = v4.data;
 	list[1] = v6.data;

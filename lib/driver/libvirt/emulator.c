@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "driver/libvirt/emulator.h"
-#include "driver/libvirt/rpc.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/util.h"
 
 /* The flags taken out: the first selects the read per property, libvirt sets the second from it. */
@@ -158,78 +158,6 @@ static void entry_name(char out[70], const char *path)
 	snprintf(out, 70, "%s.xml", hex);
 }
 
-/* A regular file of dirfd's, read whole (at most EMULATOR_CAPS_MAX bytes), never through a link. */
-static int read_entry(int dirfd, const char *name, const char *what, char **text, size_t *len)
-{
-	struct stat st;
-	char *buf = NULL;
-	size_t got = 0;
-	int fd, rc = SAAS_OK;
-
-	*text = NULL;
-	if ((fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot open libvirt's capabilities of %s: %s", what,
-		                   strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > EMULATOR_CAPS_MAX) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, 0, "libvirt's capabilities of %s are not a file of at most %u bytes",
-		                 what, EMULATOR_CAPS_MAX);
-		goto out;
-	}
-	if (!(buf = malloc((size_t)st.st_size + 1))) {
-		rc = saas__oom();
-		goto out;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, n < 0 ? errno : 0,
-			                 "cannot read libvirt's capabilities of %s: %s", what, n < 0 ? strerror(errno) : "short");
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
-	*text = buf;
-	*len = got;
-	buf = NULL;
-out:
-	free(buf);
-	close(fd);
-	return rc;
-}
-
-/* data as dirfd's name, whole or not at all: a temporary beside it, then renamed over it. */
-static int write_entry(int dirfd, const char *name, const char *data, size_t len)
-{
-	char tmp[96];
-	size_t put = 0;
-	int fd, rc = SAAS_OK;
-
-	snprintf(tmp, sizeof(tmp), ".%s.%ld", name, (long)getpid());
-	(void)unlinkat(dirfd, tmp, 0); /* a leftover of a crash, not followed */
-	if ((fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", tmp, strerror(errno));
-	while (put < len) {
-		ssize_t n = write(fd, data + put, len - put);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", tmp, strerror(errno));
-			break;
-		}
-		put += (size_t)n;
-	}
-	if (close(fd) < 0 && rc == SAAS_OK)
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", tmp, strerror(errno));
-	if (rc == SAAS_OK && renameat(dirfd, tmp, dirfd, name) < 0)
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot rename %s: %s", tmp, strerror(errno));
-	if (rc < 0)
-		(void)unlinkat(dirfd, tmp, 0);
-	return rc;
-}
-
 /* ROOT/bin/NAME, a link to binary: made, or remade when it is anything else. */
 static int make_link(const char *root, const char *binary, char **alias)
 {
@@ -287,15 +215,19 @@ int saas__lv_emulator_alias(const char *root, const char *binary, char **alias)
 		goto out;
 	}
 	entry_name(name, binary);
-	if ((rc = read_entry(dirfd, name, binary, &text, &len)) < 0)
+	/* libvirt's own entry, in the root: never read through a link (nor a FIFO) put there. */
+	if ((rc = saas__file_read(&text, &len, dirfd, name, EMULATOR_CAPS_MAX, SAAS__FILE_NOFOLLOW)) < 0) {
+		rc = saas__error_wrap(rc, "libvirt's capabilities of %s", binary);
 		goto out;
+	}
 	/* The link's path first: the entry names it. */
 	if ((rc = make_link(root, binary, &link)) < 0)
 		goto out;
 	if ((rc = saas__lv_caps_for_alias(text, len, binary, link, &entry, &entry_len)) < 0 || !entry)
 		goto out;
 	entry_name(name, link);
-	if ((rc = write_entry(dirfd, name, entry, entry_len)) < 0)
+	/* libvirt reads the entry whole or finds none: never half of one. */
+	if ((rc = saas__file_write_atomic(dirfd, name, entry, entry_len, 0600, 0)) < 0)
 		goto out;
 	*alias = link;
 	link = NULL;
@@ -323,19 +255,13 @@ static char *caps_path(const char *xml)
 	return p;
 }
 
-void saas__lv_emulator_setup(struct drv *d)
+void saas__lv_emulator_setup(struct drv *d, const char *xml)
 {
-	char *xml = NULL, *binary = NULL, *alias = NULL;
-	bool kvm;
+	char *binary = NULL, *alias = NULL;
 	int rc;
 
 	if (!d->root || !d->cpu_words)
 		return;
-	pthread_mutex_lock(&d->mu);
-	kvm = d->kvm;
-	pthread_mutex_unlock(&d->mu);
-	/* Asking for them makes libvirt probe the binary now, if it has not, and write its entry. */
-	xml = saas__lv_rpc_get_domain_capabilities(saas__lv_conn(d), NULL, "x86_64", "q35", kvm ? "kvm" : "qemu", 0);
 	if (!xml) {
 		rc = saas__lv_virt_error("asking libvirt for its QEMU");
 	} else if (!(binary = caps_path(xml))) {
@@ -352,6 +278,5 @@ void saas__lv_emulator_setup(struct drv *d)
 		saas__lv_log(d, SAAS_LOG_INFO, "domains name %s (%s), whose guest CPUs libvirt reads by their feature words",
 		             alias, binary);
 	d->emulator = alias;
-	free(xml);
 	free(binary);
 }

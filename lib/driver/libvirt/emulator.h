@@ -55,8 +55,12 @@ int saas__lv_emulator_alias(const char *root, const char *binary, char **alias);
 /*
  * At open (the embedded driver): d->emulator set by saas__lv_emulator_alias
  * for the binary libvirt uses for d's guests, or left NULL (libvirt's default)
- * with the reason logged. Never fails the open: this only makes starts cheaper.
+ * with the reason logged. xml is libvirt's domain capabilities for them, as
+ * lv_open asked for them once (after the reaper's open: the asking may run
+ * libvirt's probe, which wrote the binary's entry); NULL when that failed,
+ * libvirt's error still the last. Never fails the open: this only makes
+ * starts cheaper.
  */
-void saas__lv_emulator_setup(struct drv *d);
+void saas__lv_emulator_setup(struct drv *d, const char *xml);
 
 #endif

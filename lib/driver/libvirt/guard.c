@@ -26,6 +26,7 @@
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "util/file.h"
 #include "util/spawn.h"
 
 /* What the guard reads of /etc/resolv.conf at most: far more than any real one. */
@@ -375,7 +376,8 @@ int saas__lv_host_now(char **resolv_conf, struct saas__lv_prefix6 **host6, size_
 	rc = saas__lv_host_prefixes6(ifa, host6, n_host6);
 	freeifaddrs(ifa);
 	if (rc == SAAS_OK)
-		*resolv_conf = saas__lv_read_file("/etc/resolv.conf", RESOLV_CONF_MAX);
+		/* The system's, often a link (a resolver daemon's stub file): followed. None when it cannot be read. */
+		(void)saas__file_read(resolv_conf, NULL, AT_FDCWD, "/etc/resolv.conf", RESOLV_CONF_MAX, SAAS__FILE_QUIET);
 	return rc;
 }
 
@@ -415,26 +417,17 @@ const char *saas__lv_nft(const struct drv *d)
 int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *why, size_t why_len)
 {
 	const char *argv[] = { saas__lv_nft(d), "-f", NULL, NULL };
-	char *tmp = NULL, *path = NULL, *out = NULL, name[64];
-	bool written = false;
-	FILE *f;
-	int fd = -1, rc = SAAS_OK;
+	char *tmp = NULL, *path = NULL, *out = NULL;
+	int rc = SAAS_OK;
 
-	snprintf(name, sizeof(name), "%s.XXXXXX", keep ? keep : "nft");
-	if (!(tmp = saas__lv_path_join(d->dir, name)) || (keep && !(path = saas__lv_path_join(d->dir, keep)))) {
+	if (!(path = saas__lv_path_join(d->dir, keep ? keep : "nft"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
-	if ((fd = mkostemp(tmp, O_CLOEXEC)) >= 0) {
-		if ((f = fdopen(fd, "w"))) {
-			written = fputs(rules, f) >= 0;
-			written = fclose(f) == 0 && written;
-		} else {
-			close(fd);
-		}
-	}
-	if (!written) {
-		snprintf(why, why_len, "cannot write %s: %s", tmp, strerror(errno));
+	/* The rules nft loads, beside the file they are kept as: renamed over it once loaded, never before. */
+	if (saas__file_write_tmp(&tmp, AT_FDCWD, path, rules, strlen(rules), 0600, 0) < 0) {
+		snprintf(why, why_len, "%s", saas_error_last()->message);
+		saas__error_clear();
 		rc = SAAS_ENOTSUP;
 		goto out;
 	}
@@ -445,10 +438,15 @@ int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *
 		rc = SAAS_ENOTSUP;
 		goto out;
 	}
-	if (path && rename(tmp, path) == 0)
-		tmp[0] = '\0';
+	if (keep) {
+		/* As before: rules loaded but not kept are only not kept (the next load writes them again). */
+		if (saas__file_commit(AT_FDCWD, tmp, path) < 0)
+			saas__error_clear();
+		free(tmp);
+		tmp = NULL;
+	}
 out:
-	if (fd >= 0 && tmp[0])
+	if (tmp)
 		unlink(tmp);
 	free(tmp);
 	free(path);

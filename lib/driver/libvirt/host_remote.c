@@ -30,6 +30,7 @@
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/template.h"
+#include "util/file.h"
 
 bool saas__lv_uri_vmhost(const char *uri)
 {
@@ -522,13 +523,15 @@ static bool build_ready(struct drv *d, const struct image *im, const char *id, c
 static int build_id(const struct image *im, char id[40])
 {
 	char *path = saas__lv_path_join(im->dir, "manifest.json"), *text, hash[65];
+	int rc;
 
 	if (!path)
 		return SAAS_ENOMEM;
-	text = saas__lv_read_file(path, 1 << 20);
+	/* The operator's image directory, whose files may be links (a shared build): followed. */
+	rc = saas__file_read(&text, NULL, AT_FDCWD, path, 1 << 20, 0);
 	free(path);
-	if (!text)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read image %s's manifest", im->name);
+	if (rc < 0)
+		return saas__error_wrap(rc, "cannot read image %s's manifest", im->name);
 	saas__sha256_hex(hash, text, strlen(text));
 	free(text);
 	snprintf(id, 40, "img-%.24s", hash);

@@ -115,21 +115,6 @@ char *saas__lv_path_join(const char *a, const char *b)
 	return p;
 }
 
-char *saas__lv_read_file(const char *path, size_t max)
-{
-	FILE *f = fopen(path, "re");
-	saas__buf b = SAAS__BUF_INIT;
-	char chunk[4096];
-	size_t n;
-
-	if (!f)
-		return NULL;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && b.len < max)
-		saas__buf_put(&b, chunk, n);
-	fclose(f);
-	return saas__buf_detach(&b, NULL);
-}
-
 char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 {
 	char *p;
@@ -139,6 +124,32 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 		return NULL;
 	}
 	return p;
+}
+
+/*
+ * libvirt's domain capabilities, asked for once at open (the embedded driver)
+ * and fed to the two that want them. Asking makes libvirt probe its QEMU now
+ * if it has not (a root's first use, a new binary): the reaper wants that
+ * probe run while it watches (its daemonized QEMU must be this process's to
+ * reap, so this comes after saas__lv_reap_open: reap.c says why), and the
+ * emulator alias wants the entry the probe writes and the binary the answer
+ * names, before any domain names it (emulator.h). Neither: not asked.
+ */
+static void open_caps(struct drv *d)
+{
+	char *caps;
+	bool kvm;
+
+	if (!d->reaping && !d->cpu_words)
+		return;
+	pthread_mutex_lock(&d->mu);
+	kvm = d->kvm;
+	pthread_mutex_unlock(&d->mu);
+	caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", kvm ? "kvm" : "qemu", 0);
+	/* NULL: libvirt's error is still the last, for the alias to say why it has none. */
+	saas__lv_emulator_setup(d, caps);
+	free(caps);
+	virResetLastError();
 }
 
 /* ---- console logs ---------------------------------------------------------------------------- */
@@ -471,13 +482,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	 * and must not become a zombie of ours.
 	 */
 	saas__lv_reap_open(d);
-	/*
-	 * The embedded root's own QEMU path, before any domain names it
-	 * (emulator.h). After the reaper's open: the domain capabilities it
-	 * asks for may run libvirt's probe, whose QEMU must be ours to reap.
-	 */
 	if (d->root)
-		saas__lv_emulator_setup(d);
+		open_caps(d);
 	saas__lv_templates_cleanup(d);
 	/* Said once: every template and fork of this engine is then a loaded one. */
 	if (d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {

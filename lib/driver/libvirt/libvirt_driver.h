@@ -455,8 +455,6 @@ char *saas__lv_path_join(const char *a, const char *b);
 char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name);
 /* Remove the tree at path, whose parent is one of the driver's directories, never following a link (vmfs.c). */
 void saas__lv_rm_tree(const char *path);
-/* A whole file (read up to about max bytes) as a string; NULL if it cannot be opened. */
-char *saas__lv_read_file(const char *path, size_t max);
 
 static inline bool closing(struct drv *d)
 {

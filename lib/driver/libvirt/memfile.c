@@ -42,6 +42,7 @@
 
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
+#include "util/file.h"
 
 #define COPY_CHUNK (1u << 20)
 
@@ -305,10 +306,12 @@ bool saas__lv_mapped_possible(const struct drv *d, char *why, size_t why_len)
 
 uint64_t saas__lv_mem_available_mib(void)
 {
-	char *text = saas__lv_read_file("/proc/meminfo", 16384), *p;
+	char *text, *p;
 	uint64_t kib = 0;
 
-	if (text && (p = strstr(text, "MemAvailable:")))
+	/* 0 (unknown) when it cannot be read: nothing is then refused for memory. */
+	if (saas__file_read(&text, NULL, AT_FDCWD, "/proc/meminfo", 16384, SAAS__FILE_QUIET) == SAAS_OK &&
+	    (p = strstr(text, "MemAvailable:")))
 		kib = strtoull(p + 13, NULL, 10);
 	free(text);
 	return kib >> 10;

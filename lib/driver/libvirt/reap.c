@@ -30,6 +30,7 @@
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/reap.h"
+#include "util/file.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3 /* Linux 5.4; glibc's <sys/wait.h> names it from 2.36 on some targets only */
@@ -754,8 +755,9 @@ static void reap_qemu(struct drv *d, const char *name)
 	if (!pid)
 		return;
 	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-	comm = saas__lv_read_file(path, 64);
-	qemu = comm && strncmp(comm, "qemu", 4) == 0;
+	/* Gone, or not readable: not one to wait for. */
+	qemu = saas__file_read(&comm, NULL, AT_FDCWD, path, 64, SAAS__FILE_QUIET) == SAAS_OK &&
+	       strncmp(comm, "qemu", 4) == 0;
 	free(comm);
 	if (qemu && saas__lv_reap_add((pid_t)pid) < 0) {
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its QEMU is not reaped by the engine (a destroy then waits for "
@@ -792,9 +794,10 @@ void saas__lv_reap_open(struct drv *d)
 	 * libvirt probes QEMU's capabilities with a QEMU that daemonizes itself
 	 * (-daemonize: two processes re-parented to the nearest subreaper), kills
 	 * it and then polls it as a domain's, and it probes a new root at its
-	 * first use. The attribute is set and ROOT/lib/qemu watched before the
-	 * capabilities are asked for below, so the probe's QEMU is this process's
-	 * and registered by its qmp.pid (its intermediate process stays a zombie:
+	 * first use. The attribute is set and ROOT/lib/qemu watched here, before
+	 * lv_open asks for the domain capabilities (once, after this returns:
+	 * open_caps in libvirt.c), so the probe's QEMU is this process's and
+	 * registered by its qmp.pid (its intermediate process stays a zombie:
 	 * reap.h). Probing first instead sent it to an ancestor that is a
 	 * subreaper (a test program holding an engine of its own), where nothing
 	 * reaped it and libvirt waited 15 s.
@@ -806,14 +809,11 @@ void saas__lv_reap_open(struct drv *d)
 		return;
 	}
 	d->reaping = true;
-	/* Watched, then asked for: libvirt's wait for the killed probe ends at once instead of after its 15 s. */
+	/* Watched before the probe runs: libvirt's wait for the killed probe ends at once instead of after its 15 s. */
 	if ((caps = saas__lv_path_join(d->root, "lib/qemu")) && saas__mkdir_p(caps, 0700) == 0 &&
 	    saas__lv_reap_watch_probes(caps, &d->reap_probe_wd) < 0)
 		saas__error_clear();
 	free(caps);
-	caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", d->kvm ? "kvm" : "qemu", 0);
-	free(caps);
-	virResetLastError();
 	/*
 	 * The common point of every start: libvirt writes ROOT/run/qemu/NAME.pid
 	 * for each QEMU it makes (a domain's, whatever call made it), so the

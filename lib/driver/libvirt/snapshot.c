@@ -50,6 +50,7 @@
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
 #include "driver/libvirt/vmfs.h"
+#include "util/file.h"
 #include "util/spawn.h"
 
 #define SNAPSHOT_JSON_MAX 65536
@@ -298,19 +299,14 @@ int saas__lv_snapshot_chain(const char *path, struct saas__lv_snapshot *s)
 	return rc;
 }
 
-/* Write text to path, whole, or fail saying why. */
+/*
+ * Write text to path, whole, or fail saying why. The files are the engine's,
+ * in a snapshot's temporary directory (renamed into place whole): made
+ * beside, synced, renamed, so nothing put at the name is written through.
+ */
 static int write_file(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "we");
-	size_t len = strlen(text);
-
-	if (!f || fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		int err = errno;
-		if (f)
-			fclose(f);
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "%s: %s", path, strerror(err));
-	}
-	return fclose(f) == 0 ? SAAS_OK : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
+	return saas__file_write_atomic(AT_FDCWD, path, text, strlen(text), 0644, SAAS__FILE_FSYNC);
 }
 
 /* Read snapshot snap's description; SAAS_ENOTFOUND when it is missing, incomplete or deleted. */
@@ -322,7 +318,14 @@ static int snapshot_read(struct drv *d, const char *snap, struct saas__lv_snapsh
 	memset(s, 0, sizeof(*s));
 	if (!meta || !gone)
 		rc = SAAS_ENOMEM;
-	else if (exists(gone) || !(text = saas__lv_read_file(meta, SNAPSHOT_JSON_MAX)))
+	else if (exists(gone))
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
+	/* The engine's own, under its state directory: never read through a link put there. */
+	else if ((rc = saas__file_read(&text, NULL, AT_FDCWD, meta, SNAPSHOT_JSON_MAX,
+	                               SAAS__FILE_NOFOLLOW | SAAS__FILE_QUIET)) == SAAS_ETOOBIG)
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s: its description is over %d bytes", snap,
+		                 SNAPSHOT_JSON_MAX);
+	else if (rc < 0)
 		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
 	else if (saas__lv_snapshot_parse(text, s) < 0)
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s: %s", snap, saas_error_last()->message);
@@ -524,7 +527,9 @@ static void snapshot_recover(struct drv *d, const char *snap)
 		file = NULL;
 		goto out;
 	}
-	if ((vm = saas__lv_read_file(file, SNAPSHOT_NAME_MAX + 1)) && !saas__lv_snapshot_name_ok(vm)) {
+	/* Written by the engine (snapshot_take); read as it was made, never through a link, and checked as a name. */
+	if (saas__file_read(&vm, NULL, AT_FDCWD, file, SNAPSHOT_NAME_MAX, SAAS__FILE_NOFOLLOW | SAAS__FILE_QUIET) == SAAS_OK &&
+	    !saas__lv_snapshot_name_ok(vm)) {
 		free(vm);
 		vm = NULL;
 	}
