@@ -99,6 +99,7 @@ static void template_vm_dirs_drop(struct drv *d)
 		virErrorPtr err;
 		char *vmdir;
 		bool found, busy;
+		int st = VIR_DOMAIN_NOSTATE;
 		if (strncmp(e->d_name, TPL_PREFIX, strlen(TPL_PREFIX)) != 0 || !e->d_name[strlen(TPL_PREFIX)])
 			continue;
 		/*
@@ -108,7 +109,8 @@ static void template_vm_dirs_drop(struct drv *d)
 		 */
 		dom = virDomainLookupByName(conn, e->d_name);
 		found = dom != NULL;
-		busy = found ? virDomainIsActive(dom) != 0 : !(err = virGetLastError()) || err->code != VIR_ERR_NO_DOMAIN;
+		busy = found ? virDomainGetState(dom, &st, NULL, 0) < 0 || st != VIR_DOMAIN_SHUTOFF
+		             : !(err = virGetLastError()) || err->code != VIR_ERR_NO_DOMAIN;
 		if (found)
 			virDomainFree(dom);
 		if (busy) {
