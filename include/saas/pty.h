@@ -141,7 +141,9 @@ SAAS_EXTERN(int) saas_pty_set_write_timeout(saas_pty *pty, unsigned int timeout_
 SAAS_EXTERN(int) saas_pty_send_eof(saas_pty *pty);
 
 /**
- * Tell the terminal its new size (the shell gets SIGWINCH).
+ * Tell the terminal its new size (the shell gets SIGWINCH). Input sent
+ * after it returns reaches the terminal after the new size (on a local
+ * client; through a server, in the order the server receives them).
  *
  * @param cols, rows 1 to SAAS_PTY_SIZE_MAX.
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ESTATE (the shell ended); SAAS_EIO, SAAS_EBACKEND.

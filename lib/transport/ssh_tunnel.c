@@ -64,14 +64,20 @@ void *saas__ssh_pump_main(void *arg)
 			if (ssh->pending == &p->op) {
 				todo[k++] = p->last;
 			} else {
+				/*
+				 * A resize first: what the caller writes after its
+				 * saas__ssh_pty_resize returned is read from the socket
+				 * after this flag was seen, so the shell gets the new size
+				 * before those bytes (a `stty size` typed next answers it).
+				 */
+				if (p->resize)
+					todo[k++] = PCALL_RESIZE;
 				if (p->up_off < p->up_len)
 					todo[k++] = PCALL_WRITE;
 				else if (local_eof && !eof_sent)
 					todo[k++] = PCALL_EOF;
 				if (!p->down_len && !remote_eof)
 					todo[k++] = PCALL_READ;
-				if (p->resize)
-					todo[k++] = PCALL_RESIZE;
 				/* sshd sends the exit status before its close: wait for the close (the EOF may come first). */
 				if (remote_eof && !p->down_len && !status_known)
 					todo[k++] = PCALL_CLOSE;
