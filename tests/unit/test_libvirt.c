@@ -217,6 +217,9 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	/* Spares adapt to the creates asked for, within a memory budget worked out from the host's. */
 	assert_true(cfg->spares_auto);
 	assert_int_equal(cfg->spare_memory_mb, 0);
+	/* And, after two minutes without a create, keep 16 for the next burst. */
+	assert_int_equal(cfg->spare_idle_ms, 120000);
+	assert_int_equal(cfg->spare_idle_count, 16);
 }
 
 static void test_config_defaults(void **state)
@@ -309,6 +312,14 @@ static void test_config_every_option(void **state)
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "spare_memory_mb=65536 spare_memory_mb=auto"), SAAS_OK);
 	assert_int_equal(cfg.spare_memory_mb, 0);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spare_idle=off spare_idle_count=0"), SAAS_OK);
+	assert_int_equal(cfg.spare_idle_ms, 0);
+	assert_int_equal(cfg.spare_idle_count, 0);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spare_idle=86400 spare_idle_count=32"), SAAS_OK);
+	assert_int_equal(cfg.spare_idle_ms, 86400000);
+	assert_int_equal(cfg.spare_idle_count, 32);
 	saas__lv_config_clear(&cfg);
 }
 
@@ -640,6 +651,11 @@ static void test_config_bad_values(void **state)
 		{ "spares=one", "spares must be auto or 0 to 32, not 'one'" },
 		{ "spares=AUTO", "spares must be auto or 0 to 32, not 'AUTO'" },
 		{ "spare_memory_mb=0", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '0'" },
+		{ "spare_idle=0", "spare_idle must be off or 1 to 86400 seconds, not '0'" },
+		{ "spare_idle=86401", "spare_idle must be off or 1 to 86400 seconds, not '86401'" },
+		{ "spare_idle=2m", "spare_idle must be off or 1 to 86400 seconds, not '2m'" },
+		{ "spare_idle_count=33", "spare_idle_count must be 0 to 32, not '33'" },
+		{ "spare_idle_count=-1", "spare_idle_count must be 0 to 32, not '-1'" },
 		{ "spare_memory_mb=65537", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '65537'" },
 		{ "spare_memory_mb=1g", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '1g'" },
 		{ "spare_memory_mb=", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not ''" },

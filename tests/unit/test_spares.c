@@ -37,6 +37,63 @@ static struct saas__lv_spare_plan plan_of(const struct saas__lv_spare_bounds *b,
 	return p;
 }
 
+/*
+ * A quiet spell (spare_idle: no create for quiet_ms) raises the floor to the
+ * quiet floor, and the caller's quiet_seen keeps it there once seen: a burst
+ * after a pause finds the spares made during it, and the creates that take
+ * them do not lower the floor (no spare made and destroyed in turn). Nobody
+ * asked yet: no spell (no template to make spares of). Off: the floor.
+ */
+static void test_quiet_spell(void **state)
+{
+	struct saas__lv_spare_bounds b = auto_bounds();
+	int64_t asks[3] = { 1000, 1100, 1200 };
+	struct saas__lv_spare_plan p;
+
+	(void)state;
+	b.quiet_floor = 16;
+	b.quiet_ms = 120000;
+	p = plan_of(&b, NULL, 0, 1000000);
+	assert_false(p.quiet);
+	assert_int_equal(p.target, 1);
+	/* A lone create, then not quite the spell: the floor; the spell: 16. */
+	p = plan_of(&b, asks, 1, 1000 + 119999);
+	assert_false(p.quiet);
+	assert_int_equal(p.target, 1);
+	p = plan_of(&b, asks, 1, 1000 + 120000);
+	assert_true(p.quiet);
+	assert_int_equal(p.target, 16);
+	/* Seen once, kept: the creates of the next burst do not bring it down. */
+	b.quiet_seen = true;
+	p = plan_of(&b, asks, 3, 1300);
+	assert_true(p.quiet);
+	assert_int_equal(p.target, 16);
+	/* A larger burst still wants its own count; the budget still bounds both. */
+	{
+		int64_t burst[20];
+		for (size_t i = 0; i < 20; i++)
+			burst[i] = 5000 + (int64_t)i;
+		p = plan_of(&b, burst, 20, 6000);
+		assert_int_equal(p.target, 20);
+		b.budget_mib = 10 * 64;
+		p = plan_of(&b, burst, 20, 6000);
+		assert_int_equal(p.target, 10);
+		p = plan_of(&b, asks, 3, 1300);
+		assert_int_equal(p.target, 10);
+	}
+	/* spare_idle=off (quiet_ms 0), or spares=N (quiet floor 0): never. */
+	b = auto_bounds();
+	b.quiet_floor = 16;
+	p = plan_of(&b, asks, 1, 1000 + 10 * SPARE_WINDOW_MS);
+	assert_false(p.quiet);
+	assert_int_equal(p.target, 1);
+	b.quiet_ms = 120000;
+	b.quiet_floor = 0;
+	b.floor = b.ceiling = 3;
+	p = plan_of(&b, asks, 1, 1000 + 10 * SPARE_WINDOW_MS);
+	assert_int_equal(p.target, 3);
+}
+
 /* Nobody asked yet, or long ago: the floor, made after the hold. */
 static void test_quiet(void **state)
 {
@@ -229,6 +286,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quiet),
+		cmocka_unit_test(test_quiet_spell),
 		cmocka_unit_test(test_lone_creates),
 		cmocka_unit_test(test_stream),
 		cmocka_unit_test(test_burst),

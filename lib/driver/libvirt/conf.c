@@ -209,6 +209,8 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->cpu_milli = CPU_MILLI_DEFAULT;
 	cfg->min_free_memory_mb = MIN_FREE_MEMORY_MB_DEFAULT;
 	cfg->spares_auto = true;
+	cfg->spare_idle_ms = SPARE_IDLE_S_DEFAULT * 1000;
+	cfg->spare_idle_count = SPARE_IDLE_COUNT_DEFAULT;
 	if (!text || !*text)
 		return SAAS_OK;
 	if (!strchr(text, '='))
@@ -270,6 +272,12 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			cfg->spares_auto = strcmp(val, "auto") == 0;
 			if (!cfg->spares_auto && parse_count(tok, val, SPARES_MAX, "", &cfg->spares) < 0)
 				rc = saas__inval("spares must be auto or 0 to %d, not '%s'", SPARES_MAX, val);
+		} else if (strcmp(tok, "spare_idle") == 0) {
+			cfg->spare_idle_ms = 0;
+			if (strcmp(val, "off") != 0 && parse_seconds(tok, val, SPARE_IDLE_MAX_S, &cfg->spare_idle_ms) < 0)
+				rc = saas__inval("spare_idle must be off or 1 to %d seconds, not '%s'", SPARE_IDLE_MAX_S, val);
+		} else if (strcmp(tok, "spare_idle_count") == 0) {
+			rc = parse_count(tok, val, SPARES_MAX, "", &cfg->spare_idle_count);
 		} else if (strcmp(tok, "spare_memory_mb") == 0) {
 			cfg->spare_memory_mb = 0;
 			if (strcmp(val, "auto") != 0 &&

@@ -54,6 +54,8 @@ struct saas__lv_config {
 	unsigned int spares;             /* clones' QEMUs started ahead (spare.c), when not spares_auto */
 	bool spares_auto;                /* spares=auto (the default): as many as lately asked for */
 	unsigned int spare_memory_mb;    /* what spares may hold together; 0: auto (spare_policy.c) */
+	int spare_idle_ms;               /* spares=auto: a quiet spell, no create this long (0: off) */
+	unsigned int spare_idle_count;   /* spares=auto: kept from a quiet spell on */
 };
 
 /*
@@ -63,7 +65,8 @@ struct saas__lv_config {
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
  * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB
- * spare_warm=on|off cpu_readback=words|properties reap=auto|off. NULL or ""
+ * spare_warm=on|off spare_idle=off|SECONDS spare_idle_count=N cpu_readback=words|properties
+ * reap=auto|off. NULL or ""
  * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */

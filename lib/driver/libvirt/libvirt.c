@@ -394,6 +394,8 @@ static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 	d->min_free_memory_mb = cfg->min_free_memory_mb;
 	d->spare.floor = cfg->spares_auto ? SPARES_AUTO_FLOOR : cfg->spares;
 	d->spare.ceiling = cfg->spares_auto ? SPARES_AUTO_MAX : cfg->spares;
+	d->spare.quiet_floor = cfg->spares_auto ? cfg->spare_idle_count : 0;
+	d->spare.quiet_ms = cfg->spare_idle_ms;
 	d->spare.budget_mib = cfg->spare_memory_mb;
 	d->mapped = cfg->template_memory == TMPL_MEM_MAPPED;
 	d->reap = cfg->reap;

@@ -150,6 +150,9 @@ struct stat;
 #define SPARES_AUTO_FLOOR 1                /* spares=auto (the default): at least this many started ahead (spare.c) */
 #define SPARES_AUTO_MAX 32                 /* and at most this many, within spare_memory_mb */
 #define SPARES_MAX 32                      /* spares=N: at most this */
+#define SPARE_IDLE_S_DEFAULT 120           /* spare_idle: a quiet spell, no create for this long (spare_policy.c) */
+#define SPARE_IDLE_MAX_S 86400             /* spare_idle=SECONDS: at most this */
+#define SPARE_IDLE_COUNT_DEFAULT 16        /* spare_idle_count: spares=auto keeps this many from a quiet spell on */
 #define SPARE_COST_MIB 64                  /* what one spare is reckoned to hold: a paused QEMU, ~42 MiB measured */
 #define SPARE_MEMORY_MB_MAX 65536          /* spare_memory_mb=MIB: at most this; auto: spare_policy.c */
 #define SPARE_MAKE_MS_FIRST 1500           /* a spare's make time until one was measured */

@@ -385,6 +385,9 @@ static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_
 	uint64_t held = 0;
 	struct saas__lv_spare_bounds b = {
 		.floor = d->spare.floor,
+		.quiet_floor = d->spare.quiet_floor,
+		.quiet_ms = d->spare.quiet_ms,
+		.quiet_seen = d->spare.quiet_seen,
 		.ceiling = d->spare.ceiling,
 		.budget_mib = d->spare.budget_mib,
 		.spare_mib = spare_cost_locked(d),
@@ -399,10 +402,20 @@ static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_
 	if (room_mib != UINT64_MAX)
 		b.room_mib = room_mib + held;
 	saas__lv_spare_plan(plan, &b, d->spare.asks, d->spare.nasks, saas__now_ms());
+	if (plan->quiet && !d->spare.quiet_seen) {
+		d->spare.quiet_seen = true;
+		if (d->spare.quiet_floor > d->spare.floor)
+			saas__lv_log(d, SAAS_LOG_INFO, "no create for %lld s: at least %u VMs started ahead from now on, for the "
+			             "next burst (spare_idle, spare_idle_count)", (long long)(d->spare.quiet_ms / 1000),
+			             d->spare.quiet_floor);
+	}
 	if (plan->target != d->spare.target) {
+		unsigned int floor = plan->quiet && d->spare.quiet_floor > d->spare.floor ? d->spare.quiet_floor
+		                                                                         : d->spare.floor;
 		saas__lv_log(d, SAAS_LOG_INFO, "VMs started ahead: %u wanted (was %u; the last ten minutes' largest burst %u, "
-		             "%u for the last minute's rate, at least %u, at most %u, %llu MiB budget at %u MiB each)",
-		             plan->target, d->spare.target, plan->burst, plan->rate_need, d->spare.floor, d->spare.ceiling,
+		             "%u for the last minute's rate, at least %u%s, at most %u, %llu MiB budget at %u MiB each)",
+		             plan->target, d->spare.target, plan->burst, plan->rate_need, floor,
+		             floor != d->spare.floor ? " since a quiet spell" : "", d->spare.ceiling,
 		             (unsigned long long)d->spare.budget_mib, (unsigned int)b.spare_mib);
 		d->spare.target = plan->target;
 	}

@@ -21,6 +21,9 @@ struct spare;
 struct saas__lv_spares {
 	struct spare *list;
 	unsigned int floor, ceiling;     /* spares=auto: SPARES_AUTO_FLOOR, SPARES_AUTO_MAX; spares=N: N, N */
+	unsigned int quiet_floor;        /* spares=auto: spare_idle_count, from a quiet spell on; spares=N: 0 */
+	int64_t quiet_ms;                /* spare_idle (0: off) */
+	bool quiet_seen;                 /* a quiet spell was seen: quiet_floor holds */
 	uint64_t budget_mib;             /* spare_memory_mb; 0 until spares_start works out auto */
 	unsigned int creating;           /* creates and restores running: no spare is made meanwhile, */
 	int64_t hold_until_ms;           /* nor before this (after one), unless creates come faster (plan.now) */

@@ -23,6 +23,9 @@
 /* What bounds the spares; every field a count or MiB, none read from the host here. */
 struct saas__lv_spare_bounds {
 	unsigned int floor;     /* kept however quiet it is (spares=auto: 1; spares=N: N) */
+	unsigned int quiet_floor; /* kept from a quiet spell on (spares=auto: spare_idle_count; spares=N: 0) */
+	int64_t quiet_ms;       /* a quiet spell: this long since the last create (spare_idle; 0: never) */
+	bool quiet_seen;        /* one was seen before (the caller keeps it): quiet_floor holds from then on */
 	unsigned int ceiling;   /* never more (spares=auto: SPARES_AUTO_MAX; spares=N: N) */
 	uint64_t budget_mib;    /* spare_memory_mb: what all spares together may hold */
 	uint64_t spare_mib;     /* what one spare is reckoned to hold */
@@ -37,13 +40,16 @@ struct saas__lv_spare_plan {
 	unsigned int burst;     /* the largest burst in the window (for the log) */
 	unsigned int rate_need; /* spares that creates at the recent rate use up while one is made */
 	bool now;               /* creates come faster than a spare is made after the hold: no hold */
+	bool quiet;             /* a quiet spell was seen (now or before): quiet_floor holds */
 };
 
 /*
  * The plan for creates asked at asks[0..n) (ms, oldest first, any clock),
- * seen at now on the same clock: target = the largest of the floor, the
- * largest burst in the window and the rate's need, then no more than the
- * ceiling, the budget's and the host's room's count of spares.
+ * seen at now on the same clock: target = the largest of the floor (the
+ * quiet floor once a quiet spell was seen: quiet_ms since the last create,
+ * now or before), the largest burst in the window and the rate's need, then
+ * no more than the ceiling, the budget's and the host's room's count of
+ * spares.
  */
 void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_spare_bounds *b, const int64_t *asks,
                          size_t n, int64_t now);
