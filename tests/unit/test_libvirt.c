@@ -2165,6 +2165,33 @@ static void no_virt_errors(void *userdata, virErrorPtr e)
 	(void)e;
 }
 
+/*
+ * A driver connected to libvirt's test driver (test:///default), logging to
+ * log; libvirt's errors not printed ("not found" is what these tests look
+ * for). The caller fills in the rest; test_drv_close ends it.
+ */
+static struct drv *test_drv_open(void (*log)(void *, int, const char *), void *log_userdata)
+{
+	static char uri[] = "test:///default";
+	struct drv *d = calloc(1, sizeof(*d));
+
+	assert_non_null(d);
+	d->uri = uri;
+	d->log = log;
+	d->log_userdata = log_userdata;
+	pthread_mutex_init(&d->conn_mu, NULL);
+	virSetErrorFunc(NULL, no_virt_errors);
+	assert_non_null(d->conn = virConnectOpen(uri));
+	return d;
+}
+
+static void test_drv_close(struct drv *d)
+{
+	virConnectClose(d->conn);
+	pthread_mutex_destroy(&d->conn_mu);
+	free(d);
+}
+
 /* A volume of libvirt's test driver's pool, backed onto below (a path) or nothing. */
 static void test_vol(virStoragePoolPtr pool, const char *name, const char *below)
 {
@@ -2210,18 +2237,12 @@ static bool test_vol_there(virStoragePoolPtr pool, const char *name)
  */
 static void test_vmhost_chain_drop(void **state)
 {
-	static char uri[] = "test:///default", pool_name[] = "default-pool";
-	struct drv *d = calloc(1, sizeof(*d));
+	static char pool_name[] = "default-pool";
+	struct drv *d = test_drv_open(quiet_log, NULL);
 	virStoragePoolPtr pool;
 
 	(void)state;
-	assert_non_null(d);
-	d->log = quiet_log;
-	d->uri = uri;
 	d->spool_name = pool_name;
-	pthread_mutex_init(&d->conn_mu, NULL);
-	virSetErrorFunc(NULL, no_virt_errors); /* "not found" is what the test looks for: not printed */
-	assert_non_null(d->conn = virConnectOpen("test:///default"));
 	assert_non_null(pool = d->spool = virStoragePoolLookupByName(d->conn, "default-pool"));
 
 	/* img <- a <- b <- top: top's destroy takes b and a, never the image's disk. */
@@ -2258,9 +2279,7 @@ static void test_vmhost_chain_drop(void **state)
 	saas__lv_vmhost_chain_drop(d, NULL, "nothing");
 
 	virStoragePoolFree(pool);
-	virConnectClose(d->conn);
-	pthread_mutex_destroy(&d->conn_mu);
-	free(d);
+	test_drv_close(d);
 }
 
 /* Every line the driver logs, kept (one after another, '\n' after each) for a test to look through. */
@@ -2308,23 +2327,16 @@ static bool domain_there(virConnectPtr conn, const char *name)
  */
 static void test_template_vms_left(void **state)
 {
-	static char uri[] = "test:///default", owner[] = "/srv/state-a";
-	struct drv *d = calloc(1, sizeof(*d));
+	static char owner[] = "/srv/state-a";
 	char *top, path[4200], kept[8192] = "";
+	struct drv *d = test_drv_open(keep_log, kept);
 	static const char *const dirs[] = { "aas-tpl-a", "aas-tpl-b", "aas-tpl-c", "sbx-d" };
 
 	(void)state;
-	assert_non_null(d);
 	assert_non_null(top = saas_test_tmpdir());
 	d->host = &saas__lv_host_local;
 	d->dir = top;
 	d->owner = owner;
-	d->uri = uri;
-	d->log = keep_log;
-	d->log_userdata = kept;
-	pthread_mutex_init(&d->conn_mu, NULL);
-	virSetErrorFunc(NULL, no_virt_errors);
-	assert_non_null(d->conn = virConnectOpen(uri));
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(dirs); i++) {
 		snprintf(path, sizeof(path), "%s/vms/%s", top, dirs[i]);
 		assert_int_equal(saas__mkdir_p(path, 0700), 0);
@@ -2355,10 +2367,8 @@ static void test_template_vms_left(void **state)
 	assert_null(strstr(kept, "aas-tpl-a"));
 	assert_null(strstr(kept, "aas-tpl-b"));
 
-	virConnectClose(d->conn);
-	pthread_mutex_destroy(&d->conn_mu);
 	saas_test_rmdir(top);
-	free(d);
+	test_drv_close(d);
 }
 
 /*
