@@ -62,6 +62,7 @@ static void test_quiet_spell(void **state)
 	assert_int_equal(p.target, 1);
 	p = plan_of(&b, asks, 1, 1000 + 120000);
 	assert_true(p.quiet);
+	assert_int_equal(p.floor, 16);
 	assert_int_equal(p.target, 16);
 	/* Seen once, kept: the creates of the next burst do not bring it down. */
 	b.quiet_seen = true;

@@ -410,12 +410,10 @@ static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_
 			             d->spare.quiet_floor);
 	}
 	if (plan->target != d->spare.target) {
-		unsigned int floor = plan->quiet && d->spare.quiet_floor > d->spare.floor ? d->spare.quiet_floor
-		                                                                         : d->spare.floor;
 		saas__lv_log(d, SAAS_LOG_INFO, "VMs started ahead: %u wanted (was %u; the last ten minutes' largest burst %u, "
 		             "%u for the last minute's rate, at least %u%s, at most %u, %llu MiB budget at %u MiB each)",
-		             plan->target, d->spare.target, plan->burst, plan->rate_need, floor,
-		             floor != d->spare.floor ? " since a quiet spell" : "", d->spare.ceiling,
+		             plan->target, d->spare.target, plan->burst, plan->rate_need, plan->floor,
+		             plan->floor != d->spare.floor ? " since a quiet spell" : "", d->spare.ceiling,
 		             (unsigned long long)d->spare.budget_mib, (unsigned int)b.spare_mib);
 		d->spare.target = plan->target;
 	}

@@ -31,7 +31,7 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 	size_t first = n, rate_first = n;
 	uint64_t want, cap;
 
-	out->target = out->burst = out->rate_need = 0;
+	out->target = out->burst = out->rate_need = out->floor = 0;
 	out->now = false;
 	/* Only the window's asks count (oldest first: the rest follow the first that does). */
 	for (size_t i = 0; i < n; i++)
@@ -67,9 +67,8 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 		out->now = asks[n - 1] - asks[n - 2] < (int64_t)b->hold_ms + (int64_t)b->make_ms;
 	}
 	out->quiet = b->quiet_ms > 0 && (b->quiet_seen || (n && now - asks[n - 1] >= b->quiet_ms));
-	want = b->floor;
-	if (out->quiet && b->quiet_floor > want)
-		want = b->quiet_floor;
+	out->floor = out->quiet && b->quiet_floor > b->floor ? b->quiet_floor : b->floor;
+	want = out->floor;
 	if (out->burst > want)
 		want = out->burst;
 	if (out->rate_need > want)

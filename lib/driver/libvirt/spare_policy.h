@@ -41,6 +41,7 @@ struct saas__lv_spare_plan {
 	unsigned int rate_need; /* spares that creates at the recent rate use up while one is made */
 	bool now;               /* creates come faster than a spare is made after the hold: no hold */
 	bool quiet;             /* a quiet spell was seen (now or before): quiet_floor holds */
+	unsigned int floor;     /* the floor in force: the bounds' floor, or the quiet floor when larger and quiet */
 };
 
 /*
