@@ -1557,7 +1557,8 @@ static void s_page(struct stream *s, uint64_t offset, unsigned flags, const char
  * with x-ignore-shared on; with `guest` false, the same without the guest's
  * pages: what the split must leave.
  */
-static void s_vm(struct stream *s, bool guest, uint64_t mem_pages, unsigned rom_flags)
+/* Its head, to the first PART of the "ram" section (section 2) opened. */
+static void s_vm_head(struct stream *s, uint64_t mem_pages)
 {
 	s->n = 0;
 	s_bytes(s, "QEVM", 4);
@@ -1587,6 +1588,25 @@ static void s_vm(struct stream *s, bool guest, uint64_t mem_pages, unsigned rom_
 	s_u32(s, 2);
 	s_u8(s, 0x02); /* PART */
 	s_u32(s, 2);
+}
+
+/* Its tail: the open section's end, the devices. */
+static void s_vm_tail(struct stream *s)
+{
+	s_u64(s, 0x10);
+	s_u8(s, 0x7e);
+	s_u32(s, 2);
+	s_u8(s, 0x04); /* the devices, as they are */
+	s_u32(s, 3);
+	s_name(s, "timer");
+	s_u64(s, 1);
+	s_bytes(s, "device state", 12);
+	s_u8(s, 0x1f); /* EOF */
+}
+
+static void s_vm(struct stream *s, bool guest, uint64_t mem_pages, unsigned rom_flags)
+{
+	s_vm_head(s, mem_pages);
 	if (guest) {
 		s_page(s, 0x1000, 0x08, "aas-mem", 'A');
 		s_page(s, 0x2000, 0x28, NULL, 'B');
@@ -1603,15 +1623,7 @@ static void s_vm(struct stream *s, bool guest, uint64_t mem_pages, unsigned rom_
 	s_u32(s, 2);
 	if (guest)
 		s_page(s, 0x2000, 0x02, "aas-mem", 0);
-	s_u64(s, 0x10);
-	s_u8(s, 0x7e);
-	s_u32(s, 2);
-	s_u8(s, 0x04); /* the devices, as they are */
-	s_u32(s, 3);
-	s_name(s, "timer");
-	s_u64(s, 1);
-	s_bytes(s, "device state", 12);
-	s_u8(s, 0x1f); /* EOF */
+	s_vm_tail(s);
 }
 
 /* Split s; the kept stream in *kept (when SAAS_OK), the guest's RAM in ram (16 KiB). */
@@ -1698,6 +1710,72 @@ static void test_stream_split(void **state)
 		if (split_of(&bad, &kept, ram, &pages) != SAAS_OK)
 			saas__error_clear();
 	}
+}
+
+static void s_flush(struct stream *s, int fd)
+{
+	assert_int_equal(write(fd, s->b, s->n), (ssize_t)s->n);
+	s->n = 0;
+}
+
+/*
+ * The split gathers the block's pages into runs it writes at once: a run
+ * longer than it gathers, a page sent again after others, pages apart, a
+ * page zeroed while its run is still gathered and one zeroed long after:
+ * the memory (and its copy) holds what the stream said last of each page.
+ */
+static void test_stream_split_runs(void **state)
+{
+	enum { PAGES = 512 };
+	static struct stream s;
+	static const struct {
+		unsigned page;
+		int fill;                        /* 0: a ZERO record */
+	} later[] = { { 5, 'X' }, { 310, 'Q' }, { 460, 'a' }, { 461, 'b' }, { 460, 0 }, { 450, 'W' }, { 451, 'V' },
+		      { 100, 0 }, { 511, 'E' } };
+	unsigned char want[PAGES], page[4096];
+	int in = memfd_create("in", MFD_CLOEXEC), out = memfd_create("out", MFD_CLOEXEC),
+	    fd = memfd_create("ram", MFD_CLOEXEC), copy = memfd_create("copy", MFD_CLOEXEC);
+	struct saas__lv_split_stats st;
+
+	(void)state;
+	assert_true(in >= 0 && out >= 0 && fd >= 0 && copy >= 0);
+	assert_int_equal(ftruncate(fd, PAGES * 4096), 0);
+	assert_int_equal(ftruncate(copy, PAGES * 4096), 0);
+	memset(want, 0, sizeof(want));
+	s_vm_head(&s, PAGES);
+	for (unsigned i = 0; i < 300; i++) {
+		want[i] = (unsigned char)(1 + i % 200);
+		s_page(&s, (uint64_t)i * 4096, i ? 0x28 : 0x08, "aas-mem", want[i]);
+		if (s.n > sizeof(s.b) - 8192)
+			s_flush(&s, in);
+	}
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(later); i++) {
+		want[later[i].page] = (unsigned char)later[i].fill;
+		s_page(&s, (uint64_t)later[i].page * 4096, later[i].fill ? 0x28 : 0x22, NULL, later[i].fill);
+	}
+	s_u64(&s, 0x10);
+	s_u8(&s, 0x7e);
+	s_u32(&s, 2);
+	s_u8(&s, 0x03); /* END, nothing more */
+	s_u32(&s, 2);
+	s_vm_tail(&s);
+	s_flush(&s, in);
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	assert_int_equal(saas__lv_stream_split(in, out, fd, copy, "aas-mem", PAGES * 4096, &st), SAAS_OK);
+	/* 300 in the first run, then 310, 460, 461, 450, 451 and 511: a page zeroed later still counts once. */
+	assert_int_equal(st.pages, 306);
+	for (int f = 0; f < 2; f++)
+		for (unsigned i = 0; i < PAGES; i++) {
+			assert_int_equal(pread(f ? copy : fd, page, sizeof(page), (off_t)i * 4096), (ssize_t)sizeof(page));
+			for (size_t b = 0; b < sizeof(page); b++)
+				if (page[b] != want[i])
+					fail_msg("page %u byte %zu of %s: %d, not %d", i, b, f ? "the copy" : "the memory", page[b], want[i]);
+		}
+	close(in);
+	close(out);
+	close(fd);
+	close(copy);
 }
 
 /*
@@ -2515,6 +2593,21 @@ static void test_snapshot_ram_pending(void **state)
 	assert_false(pending);
 	assert_true(fd >= 0 && saas__lv_memfd_sealed(fd));
 	close(fd);
+	/*
+	 * Split, and its RAM still being written to storage (marked): the
+	 * driver that holds the memory hands it out; one that does not (another
+	 * engine's) is told the snapshot is still being written.
+	 */
+	write_text(dir, "splitting", "", 0600);
+	assert_int_equal(saas__lv_snapshot_ram(&d, dir, 4 * 4096, &fd, &broken, &pending), SAAS_OK);
+	assert_false(pending);
+	assert_true(fd >= 0 && saas__lv_memfd_sealed(fd));
+	close(fd);
+	d.snaprams = NULL;
+	assert_int_equal(saas__lv_snapshot_ram(&d, dir, 4 * 4096, &fd, &broken, &pending), SAAS_EBUSY);
+	assert_true(fd < 0);
+	saas__error_clear();
+	d.snaprams = &slot;
 	saas_test_rmdir(top);
 
 	/* A split that fails: the child started on it starts again, loading. */
@@ -4481,6 +4574,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_unsplit),
 		cmocka_unit_test(test_snapshot_ram_pending),
 		cmocka_unit_test(test_stream_split),
+		cmocka_unit_test(test_stream_split_runs),
 		cmocka_unit_test(test_meta_network_rewrite),
 		cmocka_unit_test(test_meta_spare_mark),
 		cmocka_unit_test(test_meta_uid),

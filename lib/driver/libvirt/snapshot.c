@@ -653,8 +653,9 @@ static int *snapshot_slot(struct drv *d, const char *snap)
 int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *fd, bool *broken, bool *pending)
 {
 	const char *snap = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
-	char *marker;
+	char *marker = NULL;
 	struct snapram *m;
+	bool held;
 	int rc = SAAS_OK;
 
 	*fd = -1;
@@ -666,14 +667,19 @@ int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *f
 			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
 		*pending = rc == SAAS_OK;
 	}
+	held = m && m->memfd >= 0;
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0 || *pending)
 		return rc;
-	/* Being split by no thread of this driver's: another engine's, whose memory this one cannot have. */
-	if (!(marker = saas__lv_path_join(dir, SNAPSHOT_SPLITTING)))
+	/*
+	 * Marked, and no memory of it here: being split by another engine's
+	 * thread, whose memory this one cannot have. (This one's own split may
+	 * still be writing the RAM to storage: its memory is whole meanwhile.)
+	 */
+	if (!held && !(marker = saas__lv_path_join(dir, SNAPSHOT_SPLITTING)))
 		return SAAS_ENOMEM;
-	rc = exists(marker) ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s is still being written", snap)
-	                    : SAAS_OK;
+	rc = !held && exists(marker) ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s is still being written", snap)
+	                             : SAAS_OK;
 	free(marker);
 	return rc < 0 ? rc : saas__lv_memfd_get(d, dir, MEMFD_SNAPSHOT, bytes, snapshot_slot, snap, "snapshot", fd, broken);
 }
@@ -744,8 +750,10 @@ static void snapshot_ram_hold(struct drv *d, const char *snap, int memfd)
 
 /*
  * A fork's saved stream (dir/stream) split in two (migstream.c): its RAM
- * into memfd fd, then sealed, which the children map copy-on-write, kept as
- * dir/ram too, and the rest as dir/state. SAAS_OK when so. A stream the split
+ * into memfd fd, then sealed, which the children map copy-on-write, and the
+ * rest as dir/state. dir/ram, the RAM's copy on storage for an engine that
+ * did not make the memory, is made empty here and written once the children
+ * have what they wait for (ram_keep). SAAS_OK when so. A stream the split
  * does not know (another QEMU), or a write that fails, leaves the whole
  * stream as the state, which each child loads as before: 1, said in the log,
  * never the fork's failure. An error only when even that could not be done.
@@ -761,9 +769,9 @@ static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint
 		rc = SAAS_ENOMEM;
 	else if ((in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
 	         (out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 ||
-	         (copy = open(ram, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 || ftruncate(copy, (off_t)bytes) < 0)
+	         (copy = open(ram, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the fork's files: %s", strerror(errno));
-	else if ((rc = saas__lv_stream_split(in, out, fd, copy, MEM_ID, bytes, &st)) == SAAS_OK)
+	else if ((rc = saas__lv_stream_split(in, out, fd, -1, MEM_ID, bytes, &st)) == SAAS_OK)
 		rc = saas__lv_memfd_seal(fd);
 	if (in >= 0)
 		close(in);
@@ -772,7 +780,6 @@ static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint
 	if (copy >= 0)
 		close(copy);
 	if (rc == SAAS_OK) {
-		unlink(stream);
 		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: %llu pages of RAM mapped by its children (%llu zero), %llu KiB "
 		             "of state left", snap, (unsigned long long)st.pages, (unsigned long long)st.zero_pages,
 		             (unsigned long long)(st.out_bytes >> 10));
@@ -791,6 +798,35 @@ static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint
 	return rc;
 }
 
+/*
+ * A split's RAM, sealed and mapped by the children by now, written to
+ * dir/ram for an engine that did not make it; the stream goes once it is.
+ * Until then the snapshot's files are the stream (its marker says so): one
+ * that cannot be written leaves them so, the next engine's open makes the
+ * stream the state again (snapshot_unsplit), and this one's children map
+ * the memory as they do.
+ */
+static void ram_keep(struct drv *d, const char *dir, const char *snap, uint64_t bytes, int fd, bool *whole)
+{
+	char *ram = saas__lv_path_join(dir, "ram"), *stream = saas__lv_path_join(dir, "stream");
+	struct timespec t0;
+
+	*whole = false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!ram || !stream || saas__lv_memfd_save(fd, bytes, ram) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is kept as its stream on storage: %s", snap,
+		             ram && stream ? saas_error_last()->message : "out of memory");
+		saas__error_clear();
+	} else {
+		unlink(stream);
+		*whole = true;
+		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: its RAM written to storage in %lld ms", snap,
+		             (long long)saas__ms_since(&t0));
+	}
+	free(stream);
+	free(ram);
+}
+
 /* A split of a fork's RAM that runs once the parent runs on (saas__lv_vm_snapshot). */
 struct split_job {
 	struct drv *d;
@@ -807,6 +843,7 @@ static void *split_main(void *arg)
 	struct snapram *m;
 	struct timespec t0;
 	char *marker = saas__lv_path_join(j->dir, SNAPSHOT_SPLITTING);
+	bool whole = true;
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -816,9 +853,7 @@ static void *split_main(void *arg)
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: %s", j->snap, saas_error_last()->message);
 		saas__error_clear();
 	}
-	/* Whole now, in one form or the other. */
-	if (marker)
-		unlink(marker);
+	/* The children go on now: the memory is whole and sealed, or it is not theirs to map. */
 	pthread_mutex_lock(&d->mu);
 	if ((m = snapshot_find(d, j->snap))) {
 		if (rc != SAAS_OK && m->memfd >= 0) {
@@ -831,6 +866,11 @@ static void *split_main(void *arg)
 	pthread_mutex_unlock(&d->mu);
 	saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: its RAM split off %lld ms after the parent ran on", j->snap,
 	             (long long)saas__ms_since(&t0));
+	if (rc == SAAS_OK)
+		ram_keep(d, j->dir, j->snap, j->bytes, j->memfd, &whole);
+	/* Whole now on storage, in one form or the other (or, not written, undone at the next open). */
+	if (marker && whole)
+		unlink(marker);
 	close(j->memfd);
 	free(marker);
 	free(j->dir);
