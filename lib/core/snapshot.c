@@ -397,20 +397,41 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 
 /* ---- fork ---- */
 
-/* Snapshot a running parent, keeping it running: ready -> pausing -> ready. */
-static int fork_snapshot(saas_engine *e, saas_store_sandbox *parent, char snap[SAAS_STORE_SNAPSHOT_MAX + 1])
+struct fork_run;
+static void *fork_children_main(void *arg);
+
+/*
+ * Snapshot a running parent, keeping it running: ready -> pausing -> ready.
+ * With run, and a driver that can (version 16, snapshot_expect), the
+ * children are begun in *thread (*early true) before the snapshot is taken:
+ * their VMs start while the parent's state is saved, each waiting in the
+ * driver for what it needs of it; the caller joins the thread. Otherwise
+ * the caller makes them once this returned.
+ */
+static int fork_snapshot(saas_engine *e, saas_store_sandbox *parent, char snap[SAAS_STORE_SNAPSHOT_MAX + 1],
+                         struct fork_run *run, pthread_t *thread, bool *early)
 {
 	struct kept_error k;
 	void *ctx;
 	int rc;
 
+	*early = false;
 	if ((rc = snapshot_name(snap)) < 0 || (rc = saas__vm_driver(e, parent->host_id, &ctx)) < 0)
 		return rc;
 	if ((rc = set_state(e, parent, SAAS_SANDBOX_READY, SAAS_SANDBOX_PAUSING, 0, parent->paused_ms, snap)) < 0)
 		return moved_meanwhile(rc, parent->id, "forked");
+	if (run && e->driver->version >= 16 && e->driver->snapshot_expect &&
+	    e->driver->snapshot_expect(ctx, snap, 1) == SAAS_OK) {
+		if (!(*early = pthread_create(thread, NULL, fork_children_main, run) == 0))
+			e->driver->snapshot_expect(ctx, snap, 0);
+	}
+	saas__error_clear(); /* a driver that cannot has said so: the children come after */
 	rc = e->driver->vm_snapshot(ctx, parent->id, snap, 1, NULL);
 	if (rc < 0)
 		keep_error(&k, rc);
+	/* The restores still waiting go on: to the snapshot, or to its absence. */
+	if (*early)
+		e->driver->snapshot_expect(ctx, snap, 0);
 	/* The parent runs on either way; if it ended meanwhile, the snapshot is of no use to anyone. */
 	if (set_state(e, parent, SAAS_SANDBOX_PAUSING, SAAS_SANDBOX_READY, 0, parent->paused_ms, "") < 0) {
 		if (rc == SAAS_OK)
@@ -498,6 +519,18 @@ static void *fork_worker(void *arg)
  * child is begun after it, and those made are left in r->made for the caller
  * to undo once all workers are done.
  */
+static int fork_children(struct fork_run *r);
+
+static void *fork_children_main(void *arg)
+{
+	struct fork_run *r = arg;
+
+	/* Its error is kept in r (r->rc, r->k) for the caller. */
+	if (fork_children(r) < 0)
+		saas__error_clear();
+	return NULL;
+}
+
 static int fork_children(struct fork_run *r)
 {
 	pthread_t threads[SAAS_FORK_AT_ONCE];
@@ -582,12 +615,17 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	saas_sandbox_list *list = NULL;
 	char snap[SAAS_STORE_SNAPSHOT_MAX + 1] = "", **metadata = NULL, **envs = NULL;
 	struct fork_run run;
+	struct saas__network copied;
+	saas_store_sandbox parent_of;    /* the children's copy: the parent's row changes state meanwhile */
+	pthread_t early_thread;
+	bool early = false;
 	unsigned int made = 0, live;
 	int64_t timeout = timeout_s ? timeout_s : e->limits.default_timeout_s, started;
 	int rc;
 
 	memset(&pol, 0, sizeof(pol));
 	memset(&run, 0, sizeof(run));
+	memset(&copied, 0, sizeof(copied));
 	if ((rc = need_snapshots(e)) < 0)
 		return rc;
 	if ((rc = saas__sandbox_ready(c, id, &parent)) < 0)
@@ -628,39 +666,39 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	parent.metadata = (const char *const *)metadata;
 	parent.envs = (const char *const *)envs;
 
-	started = saas__engine_now(e);
-	if ((rc = fork_snapshot(e, &parent, snap)) < 0) {
-		snap[0] = '\0';
-		goto out;
-	}
 	/* The parent's policy copied to each child: as a create's, stored with its row. */
-	{
-		struct saas__network copied = { 0 };
-
-		run.net = net;
-		if (!net && vmnet && vmnet->mode == SAAS_NETWORK_POLICY) {
-			copied.mode = vmnet->mode;
-			copied.allow = pol.allow;
-			copied.deny = pol.deny;
-			run.net = &copied;
-		}
-		run.c = c;
-		run.parent = &parent;
-		run.size = size;
-		run.snap = snap;
-		run.timeout = timeout;
-		run.max_live = lim.max_sandboxes;
-		run.count = count;
-		run.vmnet = vmnet;
-		run.rows = rows;
-		pthread_mutex_init(&run.mu, NULL);
-		rc = fork_children(&run);
-		pthread_mutex_destroy(&run.mu);
-		for (unsigned int i = 0; i < count; i++)
-			made += run.made[i];
-		if (rc < 0)
-			goto out;
+	run.net = net;
+	if (!net && vmnet && vmnet->mode == SAAS_NETWORK_POLICY) {
+		copied.mode = vmnet->mode;
+		copied.allow = pol.allow;
+		copied.deny = pol.deny;
+		run.net = &copied;
 	}
+	parent_of = parent;
+	run.c = c;
+	run.parent = &parent_of;
+	run.size = size;
+	run.snap = snap;
+	run.timeout = timeout;
+	run.max_live = lim.max_sandboxes;
+	run.count = count;
+	run.vmnet = vmnet;
+	run.rows = rows;
+	pthread_mutex_init(&run.mu, NULL);
+
+	started = saas__engine_now(e);
+	rc = fork_snapshot(e, &parent, snap, &run, &early_thread, &early);
+	if (early)
+		pthread_join(early_thread, NULL);
+	if (rc < 0)
+		snap[0] = '\0'; /* dropped by fork_snapshot, or never taken; a child begun meanwhile failed with it */
+	else
+		rc = early ? (run.rc < 0 ? kept_raise(&run.k) : SAAS_OK) : fork_children(&run);
+	pthread_mutex_destroy(&run.mu);
+	for (unsigned int i = 0; i < count; i++)
+		made += run.made[i];
+	if (rc < 0)
+		goto out;
 	for (unsigned int i = 0; i < count; i++)
 		saas__metrics_track(e, rows[i].id);
 	if (!(list = calloc(1, sizeof(*list))) || !(list->items = calloc(count, sizeof(*list->items)))) {

@@ -77,6 +77,16 @@ static unsigned int fail_restore_nth, restores_now, restores_peak, gate_n;
 static unsigned long gate_opened;      /* how many times gate_n were under way: those held then go */
 static int gate_wait_ms;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+/*
+ * Snapshots said to be coming (snapshot_expect): a restore of one waits
+ * until it is taken or no longer expected. A snapshot may be held until
+ * hold_n restores wait for it (saas_fake_snapshot_hold), for a test that
+ * must know its children were begun before it.
+ */
+static char expected[4][SAAS_ID_MAX];
+static unsigned int restores_waiting, restores_waited, hold_n;
+static int hold_wait_ms;
+static pthread_cond_t snap_cv = PTHREAD_COND_INITIALIZER;
 
 /*
  * Shared mode (saas_fake_shared): a VM exists while a file of its name does
@@ -186,6 +196,9 @@ void saas_fake_reset(void)
 	fail_snapshots = fail_restores = busy_restores = snapshot_calls = restore_calls = 0;
 	fail_restore_nth = restores_now = restores_peak = gate_n = 0;
 	gate_wait_ms = 0;
+	memset(expected, 0, sizeof(expected));
+	restores_waiting = restores_waited = hold_n = 0;
+	hold_wait_ms = 0;
 	memset(templates, 0, sizeof(templates));
 	ntemplates = 0;
 	ahead[0] = '\0';
@@ -1792,6 +1805,52 @@ unsigned int saas_fake_restore_calls(void)
 	return counter(&restore_calls);
 }
 
+/* mu held: is snap said to be coming (snapshot_expect)? */
+static bool expected_locked(const char *snap)
+{
+	for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); i++)
+		if (expected[i][0] && strcmp(expected[i], snap) == 0)
+			return true;
+	return false;
+}
+
+static int fake_snapshot_expect(void *ctx, const char *snap, int on)
+{
+	int rc = SAAS_OK;
+	size_t i;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	if (on) {
+		for (i = 0; i < sizeof(expected) / sizeof(expected[0]) && expected[i][0]; i++)
+			;
+		if (expected_locked(snap) || strlen(snap) >= sizeof(expected[0]) || i == sizeof(expected) / sizeof(expected[0]))
+			rc = saas_sys_error_set(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER, 0, "fake: cannot expect snapshot '%s'", snap);
+		else
+			snprintf(expected[i], sizeof(expected[i]), "%s", snap);
+	} else {
+		for (i = 0; i < sizeof(expected) / sizeof(expected[0]); i++)
+			if (strcmp(expected[i], snap) == 0)
+				expected[i][0] = '\0';
+		pthread_cond_broadcast(&snap_cv);
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+void saas_fake_snapshot_hold(unsigned int n, int wait_ms)
+{
+	pthread_mutex_lock(&mu);
+	hold_n = n;
+	hold_wait_ms = wait_ms;
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int saas_fake_restores_waited(void)
+{
+	return counter(&restores_waited);
+}
+
 static int fake_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
 {
 	char owner[SAAS_ID_MAX + 1];
@@ -1803,6 +1862,19 @@ static int fake_snapshot(void *ctx, const char *name, const char *snap, int keep
 	(void)ctx;
 	pthread_mutex_lock(&mu);
 	snapshot_calls++;
+	/* Held (saas_fake_snapshot_hold) until that many restores wait for it, or the wait ran out. */
+	if (hold_n && expected_locked(snap)) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += hold_wait_ms / 1000;
+		until.tv_nsec += (long)(hold_wait_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (restores_waiting < hold_n && pthread_cond_timedwait(&snap_cv, &mu, &until) == 0)
+			;
+	}
 	if (!(v = find_vm(name)) || v->state != SAAS_VM_RUNNING) {
 		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no running VM '%s'", name);
 		goto out;
@@ -1839,6 +1911,8 @@ static int fake_snapshot(void *ctx, const char *name, const char *snap, int keep
 		drop_files(name);
 	}
 out:
+	/* The restores waiting for it go on: to it, or, once it is no longer expected, to its absence. */
+	pthread_cond_broadcast(&snap_cv);
 	pthread_mutex_unlock(&mu);
 	if (rc == SAAS_OK && bytes)
 		*bytes = held;
@@ -1852,6 +1926,15 @@ static int fake_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 
 	(void)ctx;
 	pthread_mutex_lock(&mu);
+	/* A fork's child begun while its snapshot is taken: waits for it, as the libvirt driver's does. */
+	if (expected_locked(snap) && !find_snap(snap)) {
+		restores_waited++;
+		restores_waiting++;
+		pthread_cond_broadcast(&snap_cv);
+		while (expected_locked(snap) && !find_snap(snap))
+			pthread_cond_wait(&snap_cv, &mu);
+		restores_waiting--;
+	}
 	restore_calls++;
 	restore_gate_locked();
 	if (fail_restore_nth && --fail_restore_nth == 0) {
@@ -1981,4 +2064,5 @@ const saas_driver saas_fake_driver = {
 	.file_mkdir = fake_mkdir,
 	.file_remove = fake_remove,
 	.file_rename = fake_rename,
+	.snapshot_expect = fake_snapshot_expect,
 };

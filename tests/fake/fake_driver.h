@@ -125,6 +125,13 @@ void saas_fake_fail_restore_nth(unsigned int k);
  * most under way at once, which saas_fake_restores_peak says.
  */
 void saas_fake_restore_gate(unsigned int n, int wait_ms);
+/*
+ * Hold the next snapshots said to be coming (snapshot_expect) until n
+ * restores wait for them, or wait_ms passed (0 for n: not held).
+ */
+void saas_fake_snapshot_hold(unsigned int n, int wait_ms);
+/* Restores that waited for a snapshot being taken (a fork's children begun early), since the reset. */
+unsigned int saas_fake_restores_waited(void);
 unsigned int saas_fake_restores_peak(void);
 unsigned int saas_fake_snapshot_count(void);
 int saas_fake_snapshot_exists(const char *name);

@@ -579,6 +579,53 @@ static void test_fork_side_by_side(void **state)
 	saas_sandbox_free(sb);
 }
 
+/*
+ * A driver that can (snapshot_expect) gets the children begun before the
+ * snapshot is taken: each restore waits in the driver for it (here until
+ * both wait: a fork that began them after would never get there), and they
+ * are made from it. When the snapshot then fails, the children waiting for
+ * it fail with it: the fork says why the snapshot failed, and leaves nothing.
+ */
+static void test_fork_children_begun_early(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600);
+	saas_sandbox_list *kids = NULL;
+	unsigned int before = saas_fake_vm_count();
+
+	write_file(f->a, sb->id, "/workspace/state.txt", "prepared");
+	saas_fake_snapshot_hold(2, 60 * 1000);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 2, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_fake_restores_waited(), 2);
+	assert_int_equal(kids->count, 2);
+	for (size_t i = 0; i < kids->count; i++) {
+		assert_int_equal(status_of(f->a, kids->items[i]->id), SAAS_SANDBOX_READY);
+		expect_file(f->a, kids->items[i]->id, "/workspace/state.txt", "prepared");
+	}
+	assert_int_equal(saas_fake_snapshot_count(), 0);
+	for (size_t i = 0; i < kids->count; i++) {
+		saas_sandbox *gone = NULL;
+		assert_int_equal(saas_sandbox_destroy(&gone, f->a, kids->items[i]->id, 0), SAAS_OK);
+		saas_sandbox_free(gone);
+	}
+	saas_sandbox_list_free(kids);
+	kids = NULL;
+
+	saas_fake_fail_snapshots(1);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 2, NULL, 0), SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "fails as the test asked"));
+	assert_null(kids);
+	assert_int_equal(saas_fake_restores_waited(), 4);
+	assert_int_equal(saas_fake_vm_count(), before);
+	assert_int_equal(saas_fake_snapshot_count(), 0);
+	assert_int_equal(saas_sandbox_list_get(&kids, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+	assert_int_equal(kids->count, 1);
+	assert_string_equal(kids->items[0]->id, sb->id);
+	assert_int_equal(kids->items[0]->status, SAAS_SANDBOX_READY);
+	saas_sandbox_list_free(kids);
+	saas_sandbox_free(sb);
+}
+
 static void test_fork_at_once_cap(void **state)
 {
 	struct saas_test_fixture *f = *state;
@@ -858,6 +905,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pause_on_timeout_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_copies_values, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_side_by_side, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_children_begun_early, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_at_once_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_fails_half_way, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_fails_second_turn, setup, teardown),

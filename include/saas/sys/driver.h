@@ -34,9 +34,10 @@ SAAS_BEGIN_DECLS
  * environment); 13 snapshot_scan (the snapshots a VM host's storage holds, for
  * the core's sweep of those no sandbox names); 14 saas_driver_host.spare_mb (what
  * VMs started ahead on a VM host hold, which placement leaves to them); 15
- * saas_driver_exec.started (the moment the guest runs a command).
+ * saas_driver_exec.started (the moment the guest runs a command); 16
+ * snapshot_expect (a fork's children begun while its snapshot is taken).
  */
-#define SAAS_DRIVER_VERSION 15
+#define SAAS_DRIVER_VERSION 16
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -488,6 +489,22 @@ typedef struct saas_driver {
 	 * driver's snapshots are its engine's alone (snapshot_list covers them).
 	 */
 	int (*snapshot_scan)(void *ctx, saas_snapshot_fn fn, void *userdata);
+
+	/* Version 16. */
+
+	/**
+	 * A fork's children begun while its snapshot is taken. on 1: the caller
+	 * is about to call vm_snapshot(ctx, VM, snap, 1, ...) (a fork). From then
+	 * until that call returns, vm_restore of snap from other threads waits
+	 * for the snapshot instead of failing with SAAS_ENOTFOUND, and may start
+	 * the new VM's first half while the state is still being saved; once
+	 * vm_snapshot failed, it fails as for a snapshot that is not there. on 0:
+	 * that vm_snapshot will not be called after all (or has returned), and
+	 * restores still waiting go on as for any snapshot. SAAS_ENOTSUP: this
+	 * driver (or this VM host) restores a snapshot only once it is taken,
+	 * and the caller calls vm_restore after vm_snapshot. NULL: the same.
+	 */
+	int (*snapshot_expect)(void *ctx, const char *snap, int on);
 } saas_driver;
 
 SAAS_END_DECLS

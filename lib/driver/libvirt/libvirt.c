@@ -299,6 +299,11 @@ static void drv_free(struct drv *d)
 	}
 	free(d->snaps_gone);
 	saas__lv_snapshot_splits_join(d, NULL);
+	while (d->forkings) {
+		struct forking *f = d->forkings;
+		d->forkings = f->next;
+		free(f);
+	}
 	while (d->snaprams) {
 		struct snapram *m = d->snaprams;
 		d->snaprams = m->next;
@@ -1083,4 +1088,5 @@ const saas_driver saas__driver_libvirt = {
 	.file_remove = saas__lv_guest_file_remove,
 	.file_rename = saas__lv_guest_file_rename,
 	.snapshot_scan = saas__lv_snapshot_scan,
+	.snapshot_expect = saas__lv_snapshot_expect,
 };

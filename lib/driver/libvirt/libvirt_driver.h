@@ -315,6 +315,17 @@ struct tmpl {
 	struct tmpl *next;
 };
 
+/*
+ * A fork's snapshot the core said is coming (snapshot_expect, snapshot.c):
+ * restores of it wait until its directory is in place (published) or the
+ * fork is over.
+ */
+struct forking {
+	char name[64];
+	bool published;                  /* in place, its RAM's memory made: a child's VM may start on it */
+	struct forking *next;
+};
+
 /* A fork's snapshot's sealed RAM, which its children map (snapshot.c): held from the fork to the snapshot's delete. */
 struct snapram {
 	char name[64];
@@ -438,7 +449,8 @@ struct drv {
 	 */
 	pthread_rwlock_t snaps_lock;
 	struct snapram *snaprams;        /* under mu */
-	pthread_cond_t snaps_cond;       /* with mu: a split of a fork's RAM ended */
+	struct forking *forkings;        /* under mu: forks' snapshots said to be coming (snapshot_expect) */
+	pthread_cond_t snaps_cond;       /* with mu: a split of a fork's RAM ended, or a fork's snapshot came or went */
 	/* Under mu: a VM host's snapshots whose delete it did not answer, tried again by the keeper. */
 	char (*snaps_gone)[SNAPSHOT_GONE_NAME];
 	size_t n_snaps_gone;

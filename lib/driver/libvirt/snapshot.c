@@ -10,7 +10,10 @@
  *                  is its own, never a shared mapping), and its devices
  *   disk.qcow2     the VM's disk at that moment, frozen (disk images only)
  *   snapshot.json  its description (struct saas__lv_snapshot)
- * written as SNAP.tmp and renamed into place once complete.
+ * written as SNAP.tmp and renamed into place once complete; a fork whose
+ * children the core begins meanwhile (snapshot_expect) is put in place
+ * before its state is saved, marked (SNAPSHOT_SAVING) until it is, so that
+ * the children's VMs start beside the save (fork_publish).
  *
  * The disk. The VM is paused, so its disk does not change: its top overlay
  * is frozen where it is and hard-linked into the snapshot. After a fork the
@@ -56,11 +59,22 @@
 #define SNAPSHOT_JSON_MAX 65536
 /*
  * A fork's snapshot whose RAM is split off its stream after the parent runs
- * on holds this file until the split ends: its files are not whole yet. One
- * left behind (the engine died meanwhile) is undone at the next open
- * (snapshot_unsplit).
+ * on, into the memory its children map, holds this file as long as its RAM
+ * is whole only there: on storage the stream stays whole, and the split's
+ * state beside it. An engine without that memory (the next one, after a
+ * restart) makes the stream the state at its open (snapshot_unsplit), which
+ * each child then loads. Writing the RAM to storage as well would cost a
+ * fork's children CPU and I/O for a snapshot the core deletes once they are
+ * made. A split that failed leaves the stream as the state, unmarked.
  */
 #define SNAPSHOT_SPLITTING "splitting"
+/*
+ * A fork's snapshot put in place before its state was saved, so that the
+ * children the core begins meanwhile (snapshot_expect) start their VMs on it,
+ * holds this file until its description and state are written. One left
+ * behind is undone at the next open as a half-written one is (snapshot_recover).
+ */
+#define SNAPSHOT_SAVING "saving"
 
 /* ---- names and descriptions (pure) ----------------------------------------------------------- */
 
@@ -453,8 +467,9 @@ void saas__lv_snapshots_collect(struct drv *d)
 /* ---- what a fork or pause cut short leaves ---------------------------------------------------- */
 
 /*
- * A snapshot's directory is written as NAME.tmp and renamed once whole, so
- * an engine that dies while taking one leaves NAME.tmp. Its "vm" file, written
+ * A snapshot's directory is written as NAME.tmp and renamed once whole (or
+ * put in place early, marked SNAPSHOT_SAVING, renamed back to NAME.tmp at
+ * the next open), so an engine that dies while taking one leaves NAME.tmp. Its "vm" file, written
  * before the VM is paused, names the VM it was being taken of: that VM may be
  * left paused (resumed at the next open), and, for a fork, may already run
  * on its new overlay (DIR/vms/VM/disk-NAME.qcow2), whose header names the
@@ -466,7 +481,7 @@ void saas__lv_snapshot_left(struct drv *d, const char *snap, const char *vm, boo
 {
 	char *tmp = NULL, *dir = snap_path(d, snap, NULL), *overlay = NULL, *gone = NULL;
 	static const char *const useless[] = { "state", "stream", "ram", "snapshot.json", SNAPSHOT_VM_FILE,
-		                               SNAPSHOT_SPLITTING };
+		                               SNAPSHOT_SPLITTING, SNAPSHOT_SAVING };
 	int fd;
 
 	if (!dir || asprintf(&tmp, "%s.tmp", dir) < 0) {
@@ -563,10 +578,11 @@ out:
 }
 
 /*
- * A fork's snapshot whose RAM split was cut short (the engine ended
- * meanwhile): its stream, while there, is whole, and becomes its state,
- * which each child loads; once the split removed it, the RAM and the state
- * are whole as they are.
+ * A fork's snapshot whose RAM was split off into memory of an engine that
+ * ended (SNAPSHOT_SPLITTING): its stream, while there, is whole, and becomes
+ * its state, which each child loads; without one (a split of an engine
+ * before this one's, which removed it once its RAM file was whole), the RAM
+ * and the state are whole as they are.
  */
 static void snapshot_unsplit(struct drv *d, const char *snap)
 {
@@ -613,7 +629,22 @@ void saas__lv_snapshots_cleanup(struct drv *d)
 				if (saas__lv_snapshot_name_ok(snap))
 					snapshot_recover(d, snap);
 			} else if (saas__lv_snapshot_name_ok(e->d_name)) {
-				snapshot_unsplit(d, e->d_name);
+				char *saving = snap_path(d, e->d_name, SNAPSHOT_SAVING), *sdir = snap_path(d, e->d_name, NULL),
+				     *tmp = NULL;
+				/* Put in place before it was whole: cut short as a half-written one is, and undone so. */
+				if (saving && sdir && exists(saving) && asprintf(&tmp, "%s.tmp", sdir) >= 0) {
+					if (!exists(tmp) && rename(sdir, tmp) == 0)
+						snapshot_recover(d, e->d_name);
+					else
+						saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s, left half-written, cannot be undone: %s",
+						             e->d_name, exists(tmp) ? "a half-written one of its name is there too"
+						                                    : strerror(errno));
+				} else {
+					snapshot_unsplit(d, e->d_name);
+				}
+				free(tmp);
+				free(sdir);
+				free(saving);
 			}
 		}
 		closedir(dir);
@@ -661,25 +692,37 @@ int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *f
 	*fd = -1;
 	*broken = *pending = false;
 	pthread_mutex_lock(&d->mu);
-	if ((m = snapshot_find(d, snap)) && m->splitting) {
-		/* Mapped privately: the pages it has not written follow the memory as the split fills it. */
+	/*
+	 * Being split (mapped privately: the pages it has not written follow the
+	 * memory as the split fills it), or split: the memory this driver holds,
+	 * the snapshot's RAM's one whole form (SNAPSHOT_SPLITTING).
+	 */
+	if ((m = snapshot_find(d, snap)) && m->memfd >= 0) {
 		if ((*fd = fcntl(m->memfd, F_DUPFD_CLOEXEC, 3)) < 0)
 			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
-		*pending = rc == SAAS_OK;
+		*pending = rc == SAAS_OK && m->splitting;
+		held = true;
+	} else {
+		held = false;
 	}
-	held = m && m->memfd >= 0;
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0 || *pending)
 		return rc;
-	/*
-	 * Marked, and no memory of it here: being split by another engine's
-	 * thread, whose memory this one cannot have. (This one's own split may
-	 * still be writing the RAM to storage: its memory is whole meanwhile.)
-	 */
-	if (!held && !(marker = saas__lv_path_join(dir, SNAPSHOT_SPLITTING)))
+	if (held) {
+		if (!saas__lv_memfd_sealed(*fd)) {
+			close(*fd);
+			*fd = -1;
+			*broken = true;
+			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s's memory is not sealed", snap);
+		}
+		return SAAS_OK;
+	}
+	/* Marked, and no memory of it here: its RAM is whole only in another engine's memory, or in its stream. */
+	if (!(marker = saas__lv_path_join(dir, SNAPSHOT_SPLITTING)))
 		return SAAS_ENOMEM;
-	rc = !held && exists(marker) ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s is still being written", snap)
-	                             : SAAS_OK;
+	rc = exists(marker) ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s's RAM is whole only in the "
+	                                  "memory of the engine that took it", snap)
+	                    : SAAS_OK;
 	free(marker);
 	return rc < 0 ? rc : saas__lv_memfd_get(d, dir, MEMFD_SNAPSHOT, bytes, snapshot_slot, snap, "snapshot", fd, broken);
 }
@@ -751,25 +794,22 @@ static void snapshot_ram_hold(struct drv *d, const char *snap, int memfd)
 /*
  * A fork's saved stream (dir/stream) split in two (migstream.c): its RAM
  * into memfd fd, then sealed, which the children map copy-on-write, and the
- * rest as dir/state. dir/ram, the RAM's copy on storage for an engine that
- * did not make the memory, is made empty here and written once the children
- * have what they wait for (ram_keep). SAAS_OK when so. A stream the split
- * does not know (another QEMU), or a write that fails, leaves the whole
- * stream as the state, which each child loads as before: 1, said in the log,
- * never the fork's failure. An error only when even that could not be done.
+ * rest as dir/state; the stream stays (SNAPSHOT_SPLITTING). SAAS_OK when so.
+ * A stream the split does not know (another QEMU), or a write that fails,
+ * leaves the whole stream as the state, which each child loads as before: 1,
+ * said in the log, never the fork's failure. An error only when even that
+ * could not be done.
  */
 static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint64_t bytes, int fd)
 {
-	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state"),
-	     *ram = saas__lv_path_join(dir, "ram");
+	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state");
 	struct saas__lv_split_stats st;
-	int in = -1, out = -1, copy = -1, rc;
+	int in = -1, out = -1, rc;
 
-	if (!stream || !state || !ram)
+	if (!stream || !state)
 		rc = SAAS_ENOMEM;
 	else if ((in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
-	         (out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 ||
-	         (copy = open(ram, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+	         (out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the fork's files: %s", strerror(errno));
 	else if ((rc = saas__lv_stream_split(in, out, fd, -1, MEM_ID, bytes, &st)) == SAAS_OK)
 		rc = saas__lv_memfd_seal(fd);
@@ -777,8 +817,6 @@ static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint
 		close(in);
 	if (out >= 0)
 		close(out);
-	if (copy >= 0)
-		close(copy);
 	if (rc == SAAS_OK) {
 		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: %llu pages of RAM mapped by its children (%llu zero), %llu KiB "
 		             "of state left", snap, (unsigned long long)st.pages, (unsigned long long)st.zero_pages,
@@ -787,44 +825,12 @@ static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: %s", snap,
 		             saas_error_last()->message);
 		saas__error_clear();
-		if (ram)
-			unlink(ram);
 		rc = rename(stream, state) == 0 ? 1
 		                                : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state, strerror(errno));
 	}
-	free(ram);
 	free(state);
 	free(stream);
 	return rc;
-}
-
-/*
- * A split's RAM, sealed and mapped by the children by now, written to
- * dir/ram for an engine that did not make it; the stream goes once it is.
- * Until then the snapshot's files are the stream (its marker says so): one
- * that cannot be written leaves them so, the next engine's open makes the
- * stream the state again (snapshot_unsplit), and this one's children map
- * the memory as they do.
- */
-static void ram_keep(struct drv *d, const char *dir, const char *snap, uint64_t bytes, int fd, bool *whole)
-{
-	char *ram = saas__lv_path_join(dir, "ram"), *stream = saas__lv_path_join(dir, "stream");
-	struct timespec t0;
-
-	*whole = false;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (!ram || !stream || saas__lv_memfd_save(fd, bytes, ram) < 0) {
-		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is kept as its stream on storage: %s", snap,
-		             ram && stream ? saas_error_last()->message : "out of memory");
-		saas__error_clear();
-	} else {
-		unlink(stream);
-		*whole = true;
-		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: its RAM written to storage in %lld ms", snap,
-		             (long long)saas__ms_since(&t0));
-	}
-	free(stream);
-	free(ram);
 }
 
 /* A split of a fork's RAM that runs once the parent runs on (saas__lv_vm_snapshot). */
@@ -843,7 +849,6 @@ static void *split_main(void *arg)
 	struct snapram *m;
 	struct timespec t0;
 	char *marker = saas__lv_path_join(j->dir, SNAPSHOT_SPLITTING);
-	bool whole = true;
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -853,6 +858,9 @@ static void *split_main(void *arg)
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: %s", j->snap, saas_error_last()->message);
 		saas__error_clear();
 	}
+	/* The stream the state (or neither form): whole on storage, no longer marked, before anyone looks again. */
+	if (marker && rc != SAAS_OK)
+		unlink(marker);
 	/* The children go on now: the memory is whole and sealed, or it is not theirs to map. */
 	pthread_mutex_lock(&d->mu);
 	if ((m = snapshot_find(d, j->snap))) {
@@ -866,11 +874,6 @@ static void *split_main(void *arg)
 	pthread_mutex_unlock(&d->mu);
 	saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: its RAM split off %lld ms after the parent ran on", j->snap,
 	             (long long)saas__ms_since(&t0));
-	if (rc == SAAS_OK)
-		ram_keep(d, j->dir, j->snap, j->bytes, j->memfd, &whole);
-	/* Whole now on storage, in one form or the other (or, not written, undone at the next open). */
-	if (marker && whole)
-		unlink(marker);
 	close(j->memfd);
 	free(marker);
 	free(j->dir);
@@ -912,14 +915,14 @@ static void split_start(struct drv *d, struct split_job *j, int memfd)
 /*
  * The memory a fork's RAM will be split into (*memfd) and the job that will
  * do it (*job), once the snapshot in tmp is renamed to dir, its marker
- * written. Where no memory can be made, the stream becomes the state now
- * (*job NULL): each child loads it. An error only when out of memory or
- * when the stream cannot be kept.
+ * written. Where no memory can be made, *job is NULL (said in the log): the
+ * stream is to be the state, which each child loads (stream_as_state). An
+ * error only when out of memory or the marker cannot be written.
  */
 static int split_prepare(struct drv *d, const char *tmp, const char *dir, const char *snap, uint64_t bytes,
                          struct split_job **job, int *memfd)
 {
-	char *path = NULL, *state = NULL;
+	char *path = NULL;
 	int rc;
 
 	*job = NULL;
@@ -927,13 +930,7 @@ static int split_prepare(struct drv *d, const char *tmp, const char *dir, const 
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: %s", snap,
 		             saas_error_last()->message);
 		saas__error_clear();
-		if (!(path = saas__lv_path_join(tmp, "stream")) || !(state = saas__lv_path_join(tmp, "state")))
-			rc = SAAS_ENOMEM;
-		else
-			rc = rename(path, state) == 0 ? SAAS_OK
-			                              : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state,
-			                                            strerror(errno));
-		goto out;
+		return SAAS_OK;
 	}
 	if (!(*job = calloc(1, sizeof(**job))) || !((*job)->dir = saas__strdup(dir)) ||
 	    !(path = saas__lv_path_join(tmp, SNAPSHOT_SPLITTING))) {
@@ -961,8 +958,21 @@ out:
 		close(*memfd);
 		*memfd = -1;
 	}
-	free(state);
 	free(path);
+	return rc;
+}
+
+/* A mapped save's stream, with no memory to split its RAM into: the state, which each child loads. */
+static int stream_as_state(const char *dir)
+{
+	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state");
+	int rc = !stream || !state ? SAAS_ENOMEM
+	         : rename(stream, state) == 0
+	                 ? SAAS_OK
+	                 : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state, strerror(errno));
+
+	free(state);
+	free(stream);
 	return rc;
 }
 
@@ -990,9 +1000,179 @@ static int error_restore(const struct kept_error *k)
 	return saas__error(k->rc, k->klass, k->code, "%s", k->message);
 }
 
-int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
+/* ---- a fork's children begun while its snapshot is taken ------------------------------------ */
+
+static struct forking **forking_at(struct drv *d, const char *snap)
+{
+	struct forking **at;
+
+	for (at = &d->forkings; *at && strcmp((*at)->name, snap) != 0; at = &(*at)->next)
+		;
+	return at;
+}
+
+/* The fork of snap is over (or will not be), however it went: its restores still waiting go on. */
+static void fork_over(struct drv *d, const char *snap)
+{
+	struct forking **at, *f;
+
+	pthread_mutex_lock(&d->mu);
+	if ((f = *(at = forking_at(d, snap)))) {
+		*at = f->next;
+		free(f);
+	}
+	pthread_cond_broadcast(&d->snaps_cond);
+	pthread_mutex_unlock(&d->mu);
+}
+
+int saas__lv_snapshot_expect(void *ctx, const char *snap, int on)
 {
 	struct drv *d = ctx;
+	struct forking *f;
+	int rc = SAAS_OK;
+
+	if (!saas__lv_snapshot_name_ok(snap))
+		return saas__inval("a snapshot's name is 1 to %d of a-z, 0-9 and '-'", SNAPSHOT_NAME_MAX);
+	/* A VM host's snapshot is read from its pool once whole (host_remote_snap.c). */
+	if (d->host->snap_take)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "a VM host's snapshot is restored once taken");
+	if (!on) {
+		fork_over(d, snap);
+		return SAAS_OK;
+	}
+	pthread_mutex_lock(&d->mu);
+	if (*forking_at(d, snap))
+		rc = saas__inval("snapshot %s is already coming", snap);
+	else if (!(f = calloc(1, sizeof(*f))))
+		rc = saas__oom();
+	else {
+		saas__strlcpy(f->name, snap, sizeof(f->name));
+		f->next = d->forkings;
+		d->forkings = f;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+static bool fork_expected(struct drv *d, const char *snap)
+{
+	bool found;
+
+	pthread_mutex_lock(&d->mu);
+	found = *forking_at(d, snap) != NULL;
+	pthread_mutex_unlock(&d->mu);
+	return found;
+}
+
+bool saas__lv_snapshot_fork_wait(struct drv *d, const char *snap)
+{
+	struct forking *f;
+	bool published;
+
+	pthread_mutex_lock(&d->mu);
+	while ((f = *forking_at(d, snap)) && !f->published && !closing(d))
+		pthread_cond_wait(&d->snaps_cond, &d->mu);
+	published = f && f->published;
+	pthread_mutex_unlock(&d->mu);
+	return published;
+}
+
+/*
+ * A fork whose children the core begins meanwhile (snapshot_expect): the
+ * snapshot in tmp, its disk frozen there and the VM paused, is put in place
+ * before its state is saved, with what a child's VM starts on: its
+ * description (of the RAM block every VM of this driver has, MEM_ID; the
+ * real one and the sizes follow once saved), the frozen disk opened to the
+ * children's QEMUs, and the memory its RAM will be split into, held as the
+ * snapshot's and marked as being filled; marked as being saved too. Then
+ * the waiting restores go on, start their VMs on the memory beside the save,
+ * and wait for the RAM (saas__lv_snapshot_split_wait). *job NULL (no memory
+ * could be made): nothing is done, and the restores wait for the whole.
+ */
+static int fork_publish(struct drv *d, struct saas__lv_snapshot *s, const char *tmp, const char *dir, const char *snap,
+                        const char *frozen, int topfd, struct split_job **job, int *memfd)
+{
+	char *text = NULL, *path = NULL;
+	int held = -1, rc;
+
+	if ((rc = split_prepare(d, tmp, dir, snap, (uint64_t)s->memory_mib << 20, job, memfd)) < 0 || !*job)
+		return rc;
+	s->ignore_shared = true;
+	saas__strlcpy(s->ram_block, MEM_ID, sizeof(s->ram_block));
+	if ((frozen && (rc = saas__lv_snapshot_chain(frozen, s)) < 0) ||
+	    (d->cf.confined && (rc = saas__lv_confine_template_fd(d, tmp, topfd)) < 0))
+		return rc;
+	if (!(text = saas__lv_snapshot_json(s)) || !(path = saas__lv_path_join(tmp, "snapshot.json"))) {
+		rc = saas__oom();
+		goto out;
+	}
+	if ((rc = write_file(path, text)) < 0)
+		goto out;
+	free(path);
+	if (!(path = saas__lv_path_join(tmp, SNAPSHOT_SAVING))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((rc = write_file(path, "")) < 0)
+		goto out;
+	if ((held = fcntl(*memfd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
+		goto out;
+	}
+	if (rename(tmp, dir) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	pthread_mutex_lock(&d->mu);
+	{
+		struct snapram *m = snapshot_slot(d, snap) ? snapshot_find(d, snap) : NULL;
+		struct forking *f = *forking_at(d, snap);
+		if (m) {
+			if (m->memfd >= 0)
+				close(m->memfd);
+			m->memfd = held;
+			held = -1;
+			m->splitting = true;
+		}
+		if (f && m)
+			f->published = true;
+	}
+	pthread_cond_broadcast(&d->snaps_cond);
+	pthread_mutex_unlock(&d->mu);
+	rc = SAAS_OK;
+out:
+	if (held >= 0)
+		close(held);
+	free(path);
+	free(text);
+	return rc;
+}
+
+/* A fork put in place early that failed: no child maps its memory any more, and its files go back to tmp. */
+static void fork_unpublish(struct drv *d, const char *tmp, const char *dir, const char *snap)
+{
+	snapshot_ram_hold(d, snap, -1);
+	pthread_mutex_lock(&d->mu);
+	pthread_cond_broadcast(&d->snaps_cond);
+	pthread_mutex_unlock(&d->mu);
+	/* Gone already when it was whole and its VM would not run again. */
+	if (exists(dir) && rename(dir, tmp) < 0)
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s, which failed, cannot be taken out of place: %s", snap,
+		             strerror(errno));
+}
+
+static int snapshot_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes);
+
+int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
+{
+	int rc = snapshot_take(ctx, name, snap, keep, bytes);
+
+	fork_over(ctx, snap);
+	return rc;
+}
+
+static int snapshot_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes)
+{
 	struct saas__lv_snapshot s;
 	struct kept_error failed;
 	virDomainPtr dom = NULL;
@@ -1003,7 +1183,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	uint64_t size = 0;
 	struct timespec t0;
 	int64_t paused_ms, ram = 0, at[3] = { 0, 0, 0 };
-	bool paused = false, switched = false;
+	bool paused = false, switched = false, published = false;
 	/*
 	 * A fork's RAM is kept as a file its children map, as a template's
 	 * (migstream.c); a pause's stays in its state: a paused sandbox's
@@ -1013,6 +1193,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	 */
 	bool mapped = keep && d->mapped && d->host->local_memory, ram_mapped = false;
 	struct split_job *job = NULL;
+	const char *work;                /* where its files are written: tmp, or dir once put in place early */
 	int state = 0, rc, topfd = -1, memfd = -1;
 
 	/* A VM host keeps its snapshots in its pool (host_remote_snap.c). */
@@ -1035,6 +1216,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		rc = saas__oom();
 		goto out;
 	}
+	work = tmp;
 	if (exists(dir)) {
 		rc = saas__inval("snapshot %s exists", snap);
 		goto out;
@@ -1119,7 +1301,25 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 			switched = true;
 		}
 	}
-	if (!(path = saas__lv_path_join(tmp, mapped ? "stream" : "state"))) {
+	/*
+	 * A fork whose children the core begins meanwhile (snapshot_expect): in
+	 * place now, the state saved into it, and the children's VMs started
+	 * beside the save (fork_publish).
+	 */
+	if (mapped && fork_expected(d, snap)) {
+		if ((rc = fork_publish(d, &s, tmp, dir, snap, frozen, topfd, &job, &memfd)) < 0)
+			goto out;
+		if ((published = job != NULL)) {
+			work = dir;
+			free(frozen);
+			frozen = NULL;
+			if (top && !(frozen = saas__strdup(base))) {
+				rc = SAAS_ENOMEM;
+				goto out;
+			}
+		}
+	}
+	if (!(path = saas__lv_path_join(work, mapped ? "stream" : "state"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
@@ -1139,19 +1339,21 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	 * QEMU on it meanwhile (saas__lv_snapshot_ram). Without one, the stream
 	 * is the state, which each child loads.
 	 */
-	if (mapped && (rc = split_prepare(d, tmp, dir, snap, (uint64_t)s.memory_mib << 20, &job, &memfd)) < 0)
+	if (mapped && !published && (rc = split_prepare(d, tmp, dir, snap, (uint64_t)s.memory_mib << 20, &job, &memfd)) < 0)
+		goto out;
+	if (mapped && !job && (rc = stream_as_state(work)) < 0)
 		goto out;
 	ram_mapped = job != NULL;
 	at[2] = saas__ms_since(&t0);
 	free(path);
-	if (!(path = saas__lv_path_join(tmp, "ram"))) {
+	if (!(path = saas__lv_path_join(work, "ram"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
 	s.state_bytes = stored_bytes(path);
 	free(path);
 	/* The stream until the split: its head is the state's (the split takes out RAM pages only). */
-	if (!(path = saas__lv_path_join(tmp, job ? "stream" : "state"))) {
+	if (!(path = saas__lv_path_join(work, job ? "stream" : "state"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
@@ -1159,20 +1361,31 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	saas__lv_state_ram_block(path, s.ram_block, sizeof(s.ram_block));
 	if (frozen) {
 		s.disk_bytes = stored_bytes(frozen);
-		if ((rc = saas__lv_snapshot_chain(frozen, &s)) < 0)
+		if (!s.chain && (rc = saas__lv_snapshot_chain(frozen, &s)) < 0)
 			goto out;
 	}
 	/* Every restored VM's QEMU, each under a uid of its own, reads the frozen disk by path; none writes it. */
-	if (d->cf.confined && (rc = saas__lv_confine_template_fd(d, tmp, topfd)) < 0)
+	if (d->cf.confined && (rc = saas__lv_confine_template_fd(d, work, topfd)) < 0)
 		goto out;
 	free(path);
-	if (!(text = saas__lv_snapshot_json(&s)) || !(path = saas__lv_path_join(tmp, "snapshot.json"))) {
+	if (!(text = saas__lv_snapshot_json(&s)) || !(path = saas__lv_path_join(work, "snapshot.json"))) {
 		rc = saas__oom();
 		goto out;
 	}
 	if ((rc = write_file(path, text)) < 0)
 		goto out;
-	if (rename(tmp, dir) < 0) {
+	/* Whole: in place, or no longer marked as being saved (a restore of another engine's may read it now). */
+	if (published) {
+		free(path);
+		if (!(path = saas__lv_path_join(dir, SNAPSHOT_SAVING))) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		if (unlink(path) < 0) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+	} else if (rename(tmp, dir) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", dir, strerror(errno));
 		goto out;
 	}
@@ -1221,6 +1434,9 @@ out:
 	if (rc < 0) {
 		bool named = false;   /* the VM's overlay still names the snapshot's disk */
 		error_keep(&failed, rc);
+		/* Back to tmp (unless gone), and its children told (none is made yet: they wait for its RAM). */
+		if (published)
+			fork_unpublish(d, tmp, dir, snap);
 		/* cont also makes the disks active again after a failed migration. */
 		if (paused && virDomainResume(dom) < 0)
 			saas__lv_log(d, SAAS_LOG_WARN, "VM %s stays paused after its failed snapshot: %s", name,
@@ -1288,13 +1504,15 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	const saas_vm_network *net;
 	char *dir = NULL, *disk = NULL, *kept_base_path = NULL, vol[sizeof(DISK_PREFIX) + SNAPSHOT_NAME_MAX + 16];
 	unsigned int uid = 0;
-	bool locked = false, egress = false;
+	bool locked = false, egress = false, early;
 	int rc;
 
 	memset(&s, 0, sizeof(s));
 	memset(&l, 0, sizeof(l));
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
+	/* A fork's child begun while its snapshot is taken: started once it is in place, beside the save. */
+	early = saas__lv_snapshot_fork_wait(d, snap);
 	if ((rc = saas__lv_memory_check(d, spec)) < 0 || (rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
 		return rc;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1304,6 +1522,16 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	/* A VM host's: its place there (dir) is where a clone of it reads its state from. */
 	if ((rc = d->host->snap_read ? d->host->snap_read(d, snap, &s, &dir) : snapshot_read(d, snap, &s)) < 0)
 		goto out;
+	/* Put in place early by a fork not of this driver's, or no longer under way: not whole yet. */
+	if (!early && !d->host->snap_read) {
+		char *saving = snap_path(d, snap, SNAPSHOT_SAVING);
+		rc = !saving ? SAAS_ENOMEM
+		     : exists(saving) ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s is still being written", snap)
+		                      : SAAS_OK;
+		free(saving);
+		if (rc < 0)
+			goto out;
+	}
 	/* Format 1 recorded a wrong name (an HMP column): its stream says which block it holds. */
 	if (s.format < 2) {
 		char *state = snap_path(d, snap, "state");
@@ -1406,8 +1634,9 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (restored from snapshot %s of %s, fix-ups over %s, %s, %u vCPU, "
-	             "%u MiB, %s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), snap, s.source, l.fixups, s.image,
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (restored from snapshot %s of %s%s, fix-ups over %s, %s, %u "
+	             "vCPU, %u MiB, %s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), snap, s.source,
+	             early ? ", begun while it was saved" : "", l.fixups, s.image,
 	             s.vcpus, s.memory_mib, l.policy ? "policy" : l.internet ? "internet" : "isolated", d->listen, l.port);
 	virDomainFree(l.dom);
 	free(l.dir);

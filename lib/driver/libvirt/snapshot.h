@@ -102,6 +102,16 @@ int saas__lv_snapshot_split_wait(struct drv *d, const char *dir);
 /* Wait for the splits of a fork's RAM still running to end: snapshot snap's, or every one (snap NULL, at close). */
 void saas__lv_snapshot_splits_join(struct drv *d, const char *snap);
 
+/* The driver table's snapshot_expect (version 16): a fork's snapshot is coming (on 1), or not after all (on 0). */
+int saas__lv_snapshot_expect(void *ctx, const char *snap, int on);
+/*
+ * Before a restore of snap: wait while a fork said it is coming
+ * (snapshot_expect) and has not put it in place. true: it is in place, put
+ * there by this driver's fork still under way, whose files are not all
+ * written yet (its "saving" mark); false: no fork of it is under way here.
+ */
+bool saas__lv_snapshot_fork_wait(struct drv *d, const char *snap);
+
 /* The driver table's version 4 slots. */
 int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes);
 int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap);
