@@ -42,7 +42,9 @@ static struct saas__lv_spare_plan plan_of(const struct saas__lv_spare_bounds *b,
  * quiet floor, and the caller's quiet_seen keeps it there once seen: a burst
  * after a pause finds the spares made during it, and the creates that take
  * them do not lower the floor (no spare made and destroyed in turn). Nobody
- * asked yet: no spell (no template to make spares of). Off: the floor.
+ * asked yet: no spell (no template to make spares of), unless the open
+ * remembered templates asked for before it: then from the open. Off: the
+ * floor.
  */
 static void test_quiet_spell(void **state)
 {
@@ -81,6 +83,30 @@ static void test_quiet_spell(void **state)
 		assert_int_equal(p.target, 10);
 		p = plan_of(&b, asks, 3, 1300);
 		assert_int_equal(p.target, 10);
+	}
+	/*
+	 * No create yet, but an open that remembered templates asked for before
+	 * it (quiet_from): the spell counts from the open; a create after it
+	 * counts from the create, and is a lone one (no burst with the open).
+	 */
+	b = auto_bounds();
+	b.quiet_floor = 16;
+	b.quiet_ms = 120000;
+	b.quiet_from = 50000;
+	p = plan_of(&b, NULL, 0, 50000 + 119999);
+	assert_false(p.quiet);
+	assert_int_equal(p.target, 1);
+	p = plan_of(&b, NULL, 0, 50000 + 120000);
+	assert_true(p.quiet);
+	assert_int_equal(p.target, 16);
+	{
+		int64_t after[1] = { 51000 };
+		p = plan_of(&b, after, 1, 50000 + 120000);
+		assert_false(p.quiet);
+		assert_int_equal(p.burst, 0);
+		assert_int_equal(p.target, 1);
+		p = plan_of(&b, after, 1, 51000 + 120000);
+		assert_true(p.quiet);
 	}
 	/* spare_idle=off (quiet_ms 0), or spares=N (quiet floor 0): never. */
 	b = auto_bounds();

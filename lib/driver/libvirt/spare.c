@@ -390,6 +390,7 @@ static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_
 		.quiet_floor = d->spare.quiet_floor,
 		.quiet_ms = d->spare.quiet_ms,
 		.quiet_seen = d->spare.quiet_seen,
+		.quiet_from = d->spare.quiet_from,
 		.ceiling = d->spare.ceiling,
 		.budget_mib = d->spare.budget_mib,
 		.spare_mib = spare_cost_locked(d),

@@ -33,8 +33,9 @@ struct saas__lv_spares {
 	uint64_t warm_mib;               /* SPARE_WARM_MIB when the last spare made was warmed, 0: not */
 	unsigned int target;             /* the plan's last target (logged when it changes) */
 	unsigned int waiting;            /* creates waiting in vm_take for a spare being made: none is warmed meanwhile */
-	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first; the open, */
-	                                 /* when it remembered templates asked for before it (spare_asked.c) */
+	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first */
+	int64_t quiet_from;              /* the open, when it remembered templates asked for before it (spare_asked.c): */
+	                                 /* a quiet spell counts from it until a create comes (0: none) */
 	bool asked_dirty;                /* the templates asked for changed: asked.json to be written (spare_asked.c) */
 	bool asked_writing;              /* a thread writes it (without mu) */
 	size_t nasks;

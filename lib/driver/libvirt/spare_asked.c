@@ -201,12 +201,12 @@ void saas__lv_asked_load(struct drv *d)
 	for (size_t i = 0; i < n; i++)
 		revived += asked_revive_locked(d, &list[i], now);
 	/*
-	 * The open counts as one create: the plan's floor (one spare) holds from
-	 * now, and an engine left idle for a quiet spell (spare_idle) after it
-	 * gets the quiet floor, as after a create.
+	 * A quiet spell (spare_idle) counts from the open, as from a create: an
+	 * engine restarted and left idle gets the quiet floor. Not an ask: a
+	 * create soon after the open is no burst nor a stream of two.
 	 */
-	if (revived && d->spare.nasks < SPARE_ASKS_MAX)
-		d->spare.asks[d->spare.nasks++] = now;
+	if (revived)
+		d->spare.quiet_from = now;
 	pthread_mutex_unlock(&d->mu);
 	if (n)
 		saas__lv_log(d, SAAS_LOG_INFO, "%zu of the %zu templates creates asked for before this start (within %lld "

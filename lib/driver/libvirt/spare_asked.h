@@ -52,7 +52,8 @@ char *saas__lv_asked_format(const struct saas__lv_asked *in, size_t n);
  * At open, before the spares' threads start: the templates the file holds,
  * asked for within SPARE_ASKED_KEEP_MS, of their image's current build and
  * ready, are taken as asked for at the time the file says (their image and
- * shape too), and the open counts as one ask (spare.h's asks). Logged; a
+ * shape too), and a quiet spell counts from the open until a create comes
+ * (spare.h's quiet_from). Logged; a
  * file missing says nothing, one bad or too big is ignored with a line.
  * Nothing is done without spares, without templates, or on a VM host.
  */
