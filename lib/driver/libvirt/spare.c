@@ -32,8 +32,9 @@
  * count (a burst forgotten, the host short) are destroyed. They go to the
  * templates creates asked for since the driver opened, or within the week
  * before it (remembered in the state directory: spare_asked.c), and still
- * current (of their image's build as it is now): each has one before any has a second,
- * the one asked for last first (saas__lv_spare_wanted_locked). A template
+ * current (of their image's build as it is now): each has one before any
+ * has a second, the one asked for last first
+ * (saas__lv_spare_wanted_locked). A template
  * replaced (its image rebuilt) or gone is forgotten: none is made for it
  * again.
  *

@@ -14,9 +14,9 @@
  * floor; once the creates have paused for a quiet spell (quiet_ms; before
  * any, from the open that remembered the templates creates asked for before
  * it: quiet_from), the quiet floor, from then on: a service that sat idle
- * meets its next burst,
- * which nothing foretells, with spares made while it was idle, and one that
- * never paused (a short-lived engine, a busy one) pays nothing for it. Never
+ * meets its next burst, which nothing foretells, with spares made while it
+ * was idle, and one that never paused (a short-lived engine, a busy one)
+ * pays nothing for it. Never
  * more than the ceiling, the memory budget's count nor what the host's
  * available memory holds.
  */
