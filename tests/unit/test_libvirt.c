@@ -3116,7 +3116,7 @@ static void asked_forget(struct drv *d)
  * asked for over a week ago, one of another key than its image's build now
  * gives (replaced), one whose files are gone. A file over its bound, a link,
  * or no JSON is ignored with a line, and nothing revived; none at all says
- * nothing. Without spares, nothing is read.
+ * nothing. Without spares, or on a VM host, nothing is read.
  */
 static void test_asked_at_open(void **state)
 {
@@ -3180,6 +3180,13 @@ static void test_asked_at_open(void **state)
 	assert_int_equal(d.spare.quiet_from, 0);
 	assert_string_equal(spare_said, "");
 	d.spare.ceiling = d.spare.floor = 1;
+	/* On a VM host (its templates the host's, shared): nothing read either. */
+	d.host = &saas__lv_host_remote;
+	saas__lv_asked_load(&d);
+	assert_null(d.tmpls);
+	assert_int_equal(d.spare.quiet_from, 0);
+	assert_string_equal(spare_said, "");
+	d.host = &saas__lv_host_local;
 
 	/* Over its bound, a link, not JSON: ignored, said, nothing revived. */
 	snprintf(path, sizeof(path), "%s/%s", top, SPARE_ASKED_FILE);
@@ -3219,7 +3226,7 @@ static void test_asked_at_open(void **state)
  * write holds it; asked again within the hour it is not written again, nor
  * when the file says it already; of another shape, or its time in the file
  * an hour old, it is. At most SPARE_ASKED_MAX are written, the ones asked
- * for last. Without spares, nothing is marked.
+ * for last. Without spares, or on a VM host, nothing is marked.
  */
 static void test_asked_written(void **state)
 {
@@ -3274,11 +3281,15 @@ static void test_asked_written(void **state)
 	saas__lv_asked_note_locked(&d, t, &shape2, t->remembered_ms + SPARE_ASKED_REFRESH_MS);
 	assert_true(d.spare.asked_dirty);
 	d.spare.asked_dirty = false;
-	/* Without spares: never. */
+	/* Without spares, or on a VM host: never. */
 	d.spare.ceiling = 0;
 	saas__lv_asked_note_locked(&d, t, &shape, t->remembered_ms + 2 * SPARE_ASKED_REFRESH_MS);
 	assert_false(d.spare.asked_dirty);
 	d.spare.ceiling = 1;
+	d.host = &saas__lv_host_remote;
+	saas__lv_asked_note_locked(&d, t, &shape, t->remembered_ms + 2 * SPARE_ASKED_REFRESH_MS);
+	assert_false(d.spare.asked_dirty);
+	d.host = &saas__lv_host_local;
 
 	/* More than the bound asked: the latest SPARE_ASKED_MAX written, latest first. */
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(many); i++) {
