@@ -1009,17 +1009,30 @@ static void test_reaper_destroys(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* Waits up to seconds for a line of the engine's log with a and, after it, b (logged()). */
+static bool logged_within(int seconds, const char *a, const char *b)
+{
+	for (int i = 0; i < seconds * 5 && !logged(a, b); i++)
+		usleep(200000);
+	return logged(a, b);
+}
+
 /*
  * The engine's process killed with SIGKILL while its sandboxes run: a fresh
  * process on the same state directory finds them, still running and billed,
  * and nothing strays. Each engine runs in a process of its own (this program
  * re-executed), as a server and its restart would.
+ *
+ * The first engine's template is saved before it dies: the next one
+ * remembers the template its creates asked for (STATE/libvirt/asked.json)
+ * and starts a VM ahead for it at open, before any create, which its first
+ * create then takes.
  */
 static int child_main(int argc, char **argv)
 {
 	saas_sandbox *s1 = NULL, *s2 = NULL, *got = NULL;
 	saas_account *a = NULL;
-	char *key = NULL;
+	char *key = NULL, line[128];
 
 	if (argc < 4)
 		return 2;
@@ -1035,6 +1048,11 @@ static int child_main(int argc, char **argv)
 		    saas_client_open_local(&ca, engine, key, 0) != SAAS_OK ||
 		    saas_sandbox_create(&s1, ca, NULL, 0) != SAAS_OK || saas_sandbox_create(&s2, ca, NULL, 0) != SAAS_OK) {
 			fprintf(stderr, "child: %s\n", saas_error_last()->message);
+			return 1;
+		}
+		/* Their template saved (both booted cold, the first asked for its build), for the next engine. */
+		if (!logged_within(600, "template ", " ready in ")) {
+			fprintf(stderr, "child: the template was not saved in 10 minutes\n");
 			return 1;
 		}
 		printf("%s %s %s\n", key, s1->id, s2->id);
@@ -1065,6 +1083,23 @@ static int child_main(int argc, char **argv)
 		printf("%s %lld\n", argv[i], (long long)got->cost_usd_micro);
 		saas_sandbox_free(got);
 	}
+	/* The template the first engine's creates asked for: a VM started ahead for it with no create yet, and taken by the first. */
+	if (!logged("1 of the 1 templates creates asked for before this start", NULL) ||
+	    !logged_within(300, "started ahead for template ", NULL) || logged(" up in ", "started ahead")) {
+		fprintf(stderr, "child: no VM started ahead at open for the template asked for before (or a create took it)\n");
+		return 1;
+	}
+	if (saas_sandbox_create(&got, ca, NULL, 0) != SAAS_OK) {
+		fprintf(stderr, "child: create after restart: %s\n", saas_error_last()->message);
+		return 1;
+	}
+	snprintf(line, sizeof(line), "VM %s up in ", got->id);
+	if (!logged(line, ", started ahead")) {
+		fprintf(stderr, "child: the first create after restart (%s) did not take the VM started ahead\n", got->id);
+		return 1;
+	}
+	saas_sandbox_destroy(NULL, ca, got->id, 0);
+	saas_sandbox_free(got);
 	close_all();
 	return 0;
 }
@@ -1098,6 +1133,9 @@ static void test_engine_killed(void **state)
 	fclose(p);
 	assert_int_equal(sscanf(line, "%127s %63s %63s", key, id1, id2), 3);
 	assert_true(qemu_pid(id1) && qemu_pid(id2));
+	/* What its creates asked for is in the state directory for the next engine. */
+	snprintf(cmd, sizeof(cmd), "%s/libvirt/asked.json", dir);
+	assert_int_equal(access(cmd, R_OK), 0);
 	/*
 	 * Both have run a whole second (billing counts whole seconds) before
 	 * their engine dies: each is billed something however fast the next

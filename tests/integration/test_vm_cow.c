@@ -356,7 +356,10 @@ static void test_spares_of_one_template(void **state)
 	strcat(config, " spares=2");
 	open_engine(NULL);
 	check(saas_client_open_local(&client, engine, key, 0), "client");
-	/* The template is asked for by a create: none was started ahead for it by this engine yet. */
+	/*
+	 * The template, asked for before this open (the driver remembers it),
+	 * has its VMs started ahead from the open on; a create asks for it again.
+	 */
 	check(saas_sandbox_create(&sb[0], client, NULL, 0), "create a sandbox");
 	check(saas_sandbox_destroy(NULL, client, sb[0]->id, 0), "destroy it");
 	saas_sandbox_free(sb[0]);

@@ -56,6 +56,7 @@
 #include "driver/libvirt/memfile.h"
 #include "driver/libvirt/migstream.h"
 #include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/spare_asked.h"
 #include "driver/libvirt/spare_item.h"
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
@@ -3074,6 +3075,346 @@ static void test_spares_follow_templates(void **state)
 	hand_driver_free(&d, top);
 }
 
+/* ---- the templates asked for, remembered across restarts (spare_asked.c) ------------------------ */
+
+/*
+ * The file's text: what is written reads back the same, latest first; the
+ * whole file is refused (with why) when it is not the format, holds more
+ * than its bound of templates, or any entry is not one: a key that is no
+ * key, an image that is no image name (a path, capitals), a shape or time
+ * out of bounds.
+ */
+static void test_asked_file_format(void **state)
+{
+	struct saas__lv_asked in[2] = {
+		{ "0123456789abcdef0123456789abcdef", "tiny", 1, 512, 1, 1765000000123 },
+		{ "fedcba9876543210fedcba9876543210", "default-2.x_y", 4, 4096, 20, 1700000000000 },
+	};
+	struct saas__lv_asked out[SPARE_ASKED_MAX + 1];
+	static const char *const bad[] = {
+		"{\"format\": 1, \"templates\": [",
+		"[]",
+		"{\"format\": 2, \"templates\": []}",
+		"{\"format\": 1}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123\", \"image\": \"tiny\", \"vcpus\": 1, \"memory_mb\": 512, "
+		"\"disk_gb\": 1, \"asked_ms\": 5}]}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123456789ABCDEF0123456789abcdef\", \"image\": \"tiny\", "
+		"\"vcpus\": 1, \"memory_mb\": 512, \"disk_gb\": 1, \"asked_ms\": 5}]}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123456789abcdef0123456789abcdef\", \"image\": \"../tiny\", "
+		"\"vcpus\": 1, \"memory_mb\": 512, \"disk_gb\": 1, \"asked_ms\": 5}]}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123456789abcdef0123456789abcdef\", \"image\": \"Tiny\", "
+		"\"vcpus\": 1, \"memory_mb\": 512, \"disk_gb\": 1, \"asked_ms\": 5}]}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123456789abcdef0123456789abcdef\", \"image\": \"tiny\", "
+		"\"vcpus\": 0, \"memory_mb\": 512, \"disk_gb\": 1, \"asked_ms\": 5}]}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123456789abcdef0123456789abcdef\", \"image\": \"tiny\", "
+		"\"vcpus\": 1, \"memory_mb\": 99999999999, \"disk_gb\": 1, \"asked_ms\": 5}]}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123456789abcdef0123456789abcdef\", \"image\": \"tiny\", "
+		"\"vcpus\": 1, \"memory_mb\": 512, \"disk_gb\": 1}]}",
+		"{\"format\": 1, \"templates\": [{\"key\": \"0123456789abcdef0123456789abcdef\", \"image\": \"tiny\", "
+		"\"vcpus\": 1, \"memory_mb\": 512, \"disk_gb\": 1, \"asked_ms\": \"soon\"}]}",
+		"{\"format\": 1, \"templates\": [7]}",
+	};
+	char *text, why[256], many[8192];
+	size_t n = 99, len;
+
+	(void)state;
+	assert_non_null(text = saas__lv_asked_format(in, 2));
+	assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX, &n, text, why, sizeof(why)), 0);
+	assert_int_equal(n, 2);
+	for (size_t i = 0; i < 2; i++) {
+		assert_string_equal(out[i].key, in[i].key);
+		assert_string_equal(out[i].image, in[i].image);
+		assert_int_equal(out[i].vcpus, in[i].vcpus);
+		assert_int_equal(out[i].memory_mb, in[i].memory_mb);
+		assert_int_equal(out[i].disk_gb, in[i].disk_gb);
+		assert_int_equal(out[i].asked_ms, in[i].asked_ms);
+	}
+	free(text);
+	/* None is a file too. */
+	assert_non_null(text = saas__lv_asked_format(in, 0));
+	assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX, &n, text, why, sizeof(why)), 0);
+	assert_int_equal(n, 0);
+	free(text);
+
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(bad); i++) {
+		why[0] = '\0';
+		n = 99;
+		assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX, &n, bad[i], why, sizeof(why)), -1);
+		assert_int_equal(n, 0);
+		assert_int_not_equal(why[0], '\0');
+	}
+	assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX, &n, bad[6], why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "no image name"));
+
+	/* At the bound, read; one over, refused whole. */
+	len = (size_t)snprintf(many, sizeof(many), "{\"format\": 1, \"templates\": [");
+	for (int i = 0; i < SPARE_ASKED_MAX + 1; i++)
+		len += (size_t)snprintf(many + len, sizeof(many) - len, "%s{\"key\": \"%032x\", \"image\": \"tiny\", \"vcpus\": "
+		                        "1, \"memory_mb\": 512, \"disk_gb\": 1, \"asked_ms\": %d}", i ? ", " : "", i, i + 1);
+	snprintf(many + len, sizeof(many) - len, "]}");
+	assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX + 1, &n, many, why, sizeof(why)), 0);
+	assert_int_equal(n, SPARE_ASKED_MAX + 1);
+	assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX, &n, many, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "over its bound of 32"));
+}
+
+/* The key of tiny's template in shape's size, on d as it is. */
+static void asked_key(struct drv *d, const saas_vm_spec *shape, char key[33])
+{
+	struct image *im = NULL;
+
+	pthread_mutex_lock(&d->mu);
+	assert_int_equal(saas__lv_image_get(d, "tiny", &im), SAAS_OK);
+	saas__lv_template_key(d, shape, im, key);
+	pthread_mutex_unlock(&d->mu);
+	assert_int_not_equal(key[0], '\0');
+}
+
+/* Template key's directory made whole (ready, as a finished build leaves it). */
+static void asked_ready(const char *top, const char *key)
+{
+	char dir[4400];
+
+	snprintf(dir, sizeof(dir), "%s/templates/%s", top, key);
+	assert_int_equal(saas__mkdir_p(dir, 0700), 0);
+	write_text(dir, "template.json", "{}", 0600);
+}
+
+/* The entry of key in d's templates, or NULL. */
+static struct tmpl *asked_tmpl(struct drv *d, const char *key)
+{
+	for (struct tmpl *t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0)
+			return t;
+	return NULL;
+}
+
+/* A driver's templates as the driver frees them, and its quiet clock: as after close, for the next open. */
+static void asked_forget(struct drv *d)
+{
+	while (d->tmpls) {
+		struct tmpl *t = d->tmpls;
+		d->tmpls = t->next;
+		free(t);
+	}
+	d->spare.quiet_from = 0;
+	spare_said[0] = '\0';
+}
+
+/*
+ * What an open takes from the file (saas__lv_asked_load): a template of its
+ * image's current build, ready, asked for within the week, is asked for
+ * again at the time the file says, with its image and shape, and a quiet
+ * spell counts from the open: the spare thread wants it at once. Not revived: one
+ * asked for over a week ago, one of another key than its image's build now
+ * gives (replaced), one whose files are gone. A file over its bound, a link,
+ * or no JSON is ignored with a line, and nothing revived; none at all says
+ * nothing. Without spares, or on a VM host, nothing is read.
+ */
+static void test_asked_at_open(void **state)
+{
+	struct drv d;
+	struct saas__lv_asked list[4];
+	saas_vm_spec shape = { .image = "tiny", .vcpus = 1, .memory_mb = 512, .disk_gb = 1 }, old = shape, gone = shape;
+	char *top, images[4200], img[4300], path[4400], *text, big[SPARE_ASKED_FILE_MAX + 2];
+	const int64_t now = saas__now_ms(), day = 24 * 60 * 60 * 1000;
+	struct tmpl *t;
+
+	(void)state;
+	top = hand_driver(&d, images, sizeof(images), img, sizeof(img), spare_log, NULL);
+	spare_said[0] = '\0';
+	d.templates = true;
+	d.spare.ceiling = d.spare.floor = 1;
+	old.memory_mb = 1024;
+	gone.memory_mb = 256;
+	memset(list, 0, sizeof(list));
+	asked_key(&d, &shape, list[0].key);
+	asked_key(&d, &old, list[1].key);
+	asked_key(&d, &gone, list[3].key);
+	snprintf(list[2].key, sizeof(list[2].key), "4a69000000000000000000000000beef");
+	for (int i = 0; i < 4; i++) {
+		const saas_vm_spec *s = i == 1 ? &old : i == 3 ? &gone : &shape;
+		snprintf(list[i].image, sizeof(list[i].image), "tiny");
+		list[i].vcpus = s->vcpus;
+		list[i].memory_mb = s->memory_mb;
+		list[i].disk_gb = s->disk_gb;
+		list[i].asked_ms = now - (i == 1 ? 8 * day : day);
+		if (i != 3)
+			asked_ready(top, list[i].key);
+	}
+	assert_non_null(text = saas__lv_asked_format(list, 4));
+	write_text(top, SPARE_ASKED_FILE, text, 0600);
+	free(text);
+
+	saas__lv_asked_load(&d);
+	assert_non_null(t = asked_tmpl(&d, list[0].key));
+	assert_int_equal(t->state, TMPL_READY);
+	assert_int_equal(t->asked_ms, now - day);
+	assert_string_equal(t->image, "tiny");
+	assert_int_equal(t->memory_mb, 512);
+	assert_int_equal(t->vcpus, 1);
+	assert_int_equal(t->disk_gb, 1);
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), t);
+	assert_int_equal(d.spare.nasks, 0); /* no create: a create soon after is no burst */
+	assert_true(d.spare.quiet_from >= now);
+	for (int i = 1; i < 4; i++)
+		assert_true(!(t = asked_tmpl(&d, list[i].key)) || !t->asked_ms);
+	assert_non_null(strstr(spare_said, "1 of the 4 templates creates asked for before this start"));
+	assert_non_null(strstr(spare_said, "asked for too long ago"));
+	assert_non_null(strstr(spare_said, "no longer current"));
+	assert_non_null(strstr(spare_said, "not ready"));
+	assert_false(d.spare.asked_dirty); /* nothing to write: the file says it */
+
+	/* Without spares (spares=0): nothing read, nothing wanted. */
+	asked_forget(&d);
+	d.spare.ceiling = d.spare.floor = 0;
+	saas__lv_asked_load(&d);
+	assert_null(d.tmpls);
+	assert_int_equal(d.spare.quiet_from, 0);
+	assert_string_equal(spare_said, "");
+	d.spare.ceiling = d.spare.floor = 1;
+	/* On a VM host (its templates the host's, shared): nothing read either. */
+	d.host = &saas__lv_host_remote;
+	saas__lv_asked_load(&d);
+	assert_null(d.tmpls);
+	assert_int_equal(d.spare.quiet_from, 0);
+	assert_string_equal(spare_said, "");
+	d.host = &saas__lv_host_local;
+
+	/* Over its bound, a link, not JSON: ignored, said, nothing revived. */
+	snprintf(path, sizeof(path), "%s/%s", top, SPARE_ASKED_FILE);
+	memset(big, ' ', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	write_text(top, SPARE_ASKED_FILE, big, 0600);
+	saas__lv_asked_load(&d);
+	assert_null(d.tmpls);
+	assert_non_null(strstr(spare_said, "; ignored: "));
+	assert_non_null(strstr(spare_said, "over its bound"));
+	asked_forget(&d);
+	assert_non_null(text = saas__lv_asked_format(list, 1));
+	write_text(top, "elsewhere.json", text, 0600);
+	free(text);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("elsewhere.json", path), 0);
+	saas__lv_asked_load(&d);
+	assert_null(d.tmpls);
+	assert_non_null(strstr(spare_said, "it is a link"));
+	asked_forget(&d);
+	assert_int_equal(unlink(path), 0);
+	write_text(top, SPARE_ASKED_FILE, "{\"format\": 1, \"templates\": [{\"key\": ", 0600);
+	saas__lv_asked_load(&d);
+	assert_null(d.tmpls);
+	assert_non_null(strstr(spare_said, "not JSON"));
+	asked_forget(&d);
+	assert_int_equal(unlink(path), 0);
+	saas__lv_asked_load(&d);
+	assert_null(d.tmpls);
+	assert_string_equal(spare_said, "");
+	hand_driver_free(&d, top);
+}
+
+/*
+ * What creates write (saas__lv_asked_note_locked, then a spare thread's
+ * saas__lv_asked_write_locked): a template new to the file marks it, and the
+ * write holds it; asked again within the hour it is not written again, nor
+ * when the file says it already; of another shape, or its time in the file
+ * an hour old, it is. At most SPARE_ASKED_MAX are written, the ones asked
+ * for last. Without spares, or on a VM host, nothing is marked.
+ */
+static void test_asked_written(void **state)
+{
+	struct drv d;
+	struct tmpl many[SPARE_ASKED_MAX + 2];
+	struct saas__lv_asked out[SPARE_ASKED_MAX];
+	saas_vm_spec shape = { .image = "tiny", .vcpus = 1, .memory_mb = 512, .disk_gb = 1 }, shape2 = shape;
+	char *top, images[4200], img[4300], *text, why[256];
+	const int64_t now = saas__now_ms();
+	size_t n;
+	struct tmpl *t;
+
+	(void)state;
+	top = hand_driver(&d, images, sizeof(images), img, sizeof(img), spare_log, NULL);
+	d.templates = true;
+	d.spare.ceiling = d.spare.floor = 1;
+	pthread_mutex_lock(&d.mu);
+	assert_non_null(t = saas__lv_template_get_locked(&d, "0123456789abcdef0123456789abcdef"));
+	saas__lv_asked_note_locked(&d, t, &shape, now - 1000);
+	assert_true(d.spare.asked_dirty);
+	saas__lv_asked_write_locked(&d);
+	assert_false(d.spare.asked_dirty);
+	assert_false(d.spare.asked_writing);
+	assert_int_equal(t->remembered_ms, now - 1000);
+	pthread_mutex_unlock(&d.mu);
+	{
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%s", top, SPARE_ASKED_FILE);
+		assert_int_equal(saas__file_read(&text, NULL, AT_FDCWD, path, SPARE_ASKED_FILE_MAX, SAAS__FILE_NOFOLLOW), 0);
+	}
+	saas__error_clear();
+	assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX, &n, text, why, sizeof(why)), 0);
+	free(text);
+	assert_int_equal(n, 1);
+	assert_string_equal(out[0].key, t->key);
+	assert_string_equal(out[0].image, "tiny");
+	assert_int_equal(out[0].memory_mb, 512);
+	assert_int_equal(out[0].asked_ms, now - 1000);
+
+	pthread_mutex_lock(&d.mu);
+	/* Within the hour, the same shape: not written again; the time is the create's. */
+	saas__lv_asked_note_locked(&d, t, &shape, now);
+	assert_false(d.spare.asked_dirty);
+	assert_int_equal(t->asked_ms, now);
+	/* Another shape of the same key (a size under the image's least memory): written. */
+	shape2.memory_mb = 256;
+	saas__lv_asked_note_locked(&d, t, &shape2, now);
+	assert_true(d.spare.asked_dirty);
+	assert_int_equal(t->memory_mb, 256);
+	d.spare.asked_dirty = false;
+	/* Its time in the file an hour old: written. */
+	saas__lv_asked_note_locked(&d, t, &shape2, t->remembered_ms + SPARE_ASKED_REFRESH_MS);
+	assert_true(d.spare.asked_dirty);
+	d.spare.asked_dirty = false;
+	/* Without spares, or on a VM host: never. */
+	d.spare.ceiling = 0;
+	saas__lv_asked_note_locked(&d, t, &shape, t->remembered_ms + 2 * SPARE_ASKED_REFRESH_MS);
+	assert_false(d.spare.asked_dirty);
+	d.spare.ceiling = 1;
+	d.host = &saas__lv_host_remote;
+	saas__lv_asked_note_locked(&d, t, &shape, t->remembered_ms + 2 * SPARE_ASKED_REFRESH_MS);
+	assert_false(d.spare.asked_dirty);
+	d.host = &saas__lv_host_local;
+
+	/* More than the bound asked: the latest SPARE_ASKED_MAX written, latest first. */
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(many); i++) {
+		memset(&many[i], 0, sizeof(many[i]));
+		snprintf(many[i].key, sizeof(many[i].key), "%032zx", i + 1);
+		many[i].memfd = -1;
+		saas__lv_asked_note_locked(&d, &many[i], &shape, now - 1000 * (int64_t)(i + 10));
+		many[i].next = d.tmpls;
+		d.tmpls = &many[i];
+	}
+	assert_true(d.spare.asked_dirty);
+	saas__lv_asked_write_locked(&d);
+	d.tmpls = t; /* the array's entries are the test's */
+	t->next = NULL;
+	pthread_mutex_unlock(&d.mu);
+	{
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%s", top, SPARE_ASKED_FILE);
+		assert_int_equal(saas__file_read(&text, NULL, AT_FDCWD, path, SPARE_ASKED_FILE_MAX, SAAS__FILE_NOFOLLOW), 0);
+	}
+	assert_int_equal(saas__lv_asked_parse(out, SPARE_ASKED_MAX, &n, text, why, sizeof(why)), 0);
+	free(text);
+	assert_int_equal(n, SPARE_ASKED_MAX);
+	assert_string_equal(out[0].key, t->key);
+	for (size_t i = 1; i < n; i++) {
+		assert_true(out[i].asked_ms < out[i - 1].asked_ms);
+		assert_string_equal(out[i].key, many[i - 1].key);
+	}
+	asked_forget(&d);
+	hand_driver_free(&d, top);
+}
+
 /* ---- a domain start that failed for the moment (boot.c) --------------------------------------- */
 
 /*
@@ -4585,6 +4926,9 @@ int main(void)
 		cmocka_unit_test(test_images_staged),
 		cmocka_unit_test(test_take_waits_for_spare_being_made),
 		cmocka_unit_test(test_spares_follow_templates),
+		cmocka_unit_test(test_asked_file_format),
+		cmocka_unit_test(test_asked_at_open),
+		cmocka_unit_test(test_asked_written),
 		cmocka_unit_test(test_start_transient),
 		cmocka_unit_test(test_vm_files_unprivileged),
 		cmocka_unit_test(test_guard_ruleset),

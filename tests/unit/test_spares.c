@@ -37,12 +37,27 @@ static struct saas__lv_spare_plan plan_of(const struct saas__lv_spare_bounds *b,
 	return p;
 }
 
+/* With b's quiet spell of 120 s and floor of 16: not quite the spell after from (the floor), then the spell (16). */
+static void spell_from(const struct saas__lv_spare_bounds *b, const int64_t *asks, size_t n, int64_t from)
+{
+	struct saas__lv_spare_plan p = plan_of(b, asks, n, from + 119999);
+
+	assert_false(p.quiet);
+	assert_int_equal(p.target, b->floor);
+	p = plan_of(b, asks, n, from + 120000);
+	assert_true(p.quiet);
+	assert_int_equal(p.floor, 16);
+	assert_int_equal(p.target, 16);
+}
+
 /*
  * A quiet spell (spare_idle: no create for quiet_ms) raises the floor to the
  * quiet floor, and the caller's quiet_seen keeps it there once seen: a burst
  * after a pause finds the spares made during it, and the creates that take
  * them do not lower the floor (no spare made and destroyed in turn). Nobody
- * asked yet: no spell (no template to make spares of). Off: the floor.
+ * asked yet: no spell (no template to make spares of), unless the open
+ * remembered templates asked for before it: then from the open. Off: the
+ * floor.
  */
 static void test_quiet_spell(void **state)
 {
@@ -57,13 +72,7 @@ static void test_quiet_spell(void **state)
 	assert_false(p.quiet);
 	assert_int_equal(p.target, 1);
 	/* A lone create, then not quite the spell: the floor; the spell: 16. */
-	p = plan_of(&b, asks, 1, 1000 + 119999);
-	assert_false(p.quiet);
-	assert_int_equal(p.target, 1);
-	p = plan_of(&b, asks, 1, 1000 + 120000);
-	assert_true(p.quiet);
-	assert_int_equal(p.floor, 16);
-	assert_int_equal(p.target, 16);
+	spell_from(&b, asks, 1, 1000);
 	/* Seen once, kept: the creates of the next burst do not bring it down. */
 	b.quiet_seen = true;
 	p = plan_of(&b, asks, 3, 1300);
@@ -81,6 +90,23 @@ static void test_quiet_spell(void **state)
 		assert_int_equal(p.target, 10);
 		p = plan_of(&b, asks, 3, 1300);
 		assert_int_equal(p.target, 10);
+	}
+	/*
+	 * No create yet, but an open that remembered templates asked for before
+	 * it (quiet_from): the spell counts from the open; a create after it
+	 * counts from the create, and is a lone one (no burst with the open).
+	 */
+	b = auto_bounds();
+	b.quiet_floor = 16;
+	b.quiet_ms = 120000;
+	b.quiet_from = 50000;
+	spell_from(&b, NULL, 0, 50000);
+	{
+		int64_t after[1] = { 51000 };
+		p = plan_of(&b, after, 1, 51000);
+		assert_int_equal(p.burst, 0);
+		assert_int_equal(p.rate_need, 0);
+		spell_from(&b, after, 1, 51000);
 	}
 	/* spare_idle=off (quiet_ms 0), or spares=N (quiet floor 0): never. */
 	b = auto_bounds();

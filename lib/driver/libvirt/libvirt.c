@@ -37,6 +37,7 @@
 #include "driver/libvirt/memfile.h"
 #include "driver/libvirt/reap.h"
 #include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/spare_asked.h"
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
 #include "transport/egress_mux.h"
@@ -509,6 +510,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	d->keeper_started = true;
+	/* The templates creates asked for before this start: spares go to them from now on. */
+	saas__lv_asked_load(d);
 	if ((rc = saas__lv_spares_start(d)) < 0) {
 		__atomic_store_n(&d->closing, 1, __ATOMIC_RELEASE);
 		pthread_mutex_lock(&d->mu);
@@ -723,14 +726,9 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		struct tmpl *t;
 		saas__lv_template_key(d, spec, im, key);
 		t = key[0] ? saas__lv_template_get_locked(d, key) : NULL;
-		if (t) {
-			/* Spares go to the templates asked for last, of the shape asked for (spare.c). */
-			t->asked_ms = saas__now_ms();
-			saas__strlcpy(t->image, spec->image, sizeof(t->image));
-			t->vcpus = spec->vcpus;
-			t->memory_mb = spec->memory_mb;
-			t->disk_gb = spec->disk_gb;
-		}
+		/* Spares go to the templates asked for last, of the shape asked for (spare.c), remembered for the next start. */
+		if (t)
+			saas__lv_asked_note_locked(d, t, spec, saas__now_ms());
 		if (!t)
 			cold = "out of memory for its template";
 		else if (t->state == TMPL_READY) {

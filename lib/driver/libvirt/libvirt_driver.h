@@ -309,7 +309,9 @@ struct tmpl {
 	char image[64];                  /* what it boots and its shape, once a build or a clone was asked for */
 	unsigned int vcpus, memory_mb, disk_gb;
 	char stem[TPL_STEM_MAX];         /* remote, TMPL_READY: its volumes' common name on the host */
-	int64_t asked_ms;                /* when a create last asked for it (0: not since open): spares go to the latest */
+	int64_t asked_ms;                /* when a create last asked for it (0: not since open, nor remembered from before */
+	                                 /* it: spare_asked.c): spares go to the latest */
+	int64_t remembered_ms;           /* its asked_ms as STATE/libvirt/asked.json last said it (0: not in it) */
 	int64_t spare_retry_at_ms;       /* a spare of it failed: none made for it before this (spare.c) */
 	unsigned int spare_backoff_ms;   /* the wait after its spares' next failure (0: SPARE_BACKOFF_FIRST_MS) */
 	struct tmpl *next;

@@ -30,9 +30,11 @@
  * SPARE_WARM_MIB more a warmed one) nor what the
  * host's available memory over min_free_memory_mb holds; spares over the
  * count (a burst forgotten, the host short) are destroyed. They go to the
- * templates creates asked for since the driver opened and still current (of
- * their image's build as it is now): each has one before any has a second,
- * the one asked for last first (saas__lv_spare_wanted_locked). A template
+ * templates creates asked for since the driver opened, or within the week
+ * before it (remembered in the state directory: spare_asked.c), and still
+ * current (of their image's build as it is now): each has one before any
+ * has a second, the one asked for last first
+ * (saas__lv_spare_wanted_locked). A template
  * replaced (its image rebuilt) or gone is forgotten: none is made for it
  * again.
  *
@@ -72,6 +74,7 @@
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
+#include "driver/libvirt/spare_asked.h"
 #include "driver/libvirt/spare_item.h"
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
@@ -388,6 +391,7 @@ static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_
 		.quiet_floor = d->spare.quiet_floor,
 		.quiet_ms = d->spare.quiet_ms,
 		.quiet_seen = d->spare.quiet_seen,
+		.quiet_from = d->spare.quiet_from,
 		.ceiling = d->spare.ceiling,
 		.budget_mib = d->spare.budget_mib,
 		.spare_mib = spare_cost_locked(d),
@@ -464,6 +468,12 @@ static void *spare_main(void *arg)
 		pthread_mutex_lock(&d->mu);
 		if (closing(d))
 			break;
+		/* The templates asked for changed: written for the next start, the lock let go meanwhile. */
+		if (d->spare.asked_dirty && !d->spare.asked_writing) {
+			saas__lv_asked_write_locked(d);
+			if (closing(d))
+				break;
+		}
 		now = saas__now_ms();
 		spare_plan_locked(d, room, &plan);
 
@@ -642,6 +652,10 @@ void saas__lv_spares_stop(struct drv *d)
 	for (unsigned int i = 0; i < d->spare.nthreads; i++)
 		pthread_join(d->spare.threads[i], NULL);
 	d->spare.nthreads = 0;
+	/* A change to the templates asked for that no thread wrote yet. */
+	pthread_mutex_lock(&d->mu);
+	saas__lv_asked_write_locked(d);
+	pthread_mutex_unlock(&d->mu);
 	while (d->spare.list) {
 		struct spare *s = d->spare.list;
 		d->spare.list = s->next;

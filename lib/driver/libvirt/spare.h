@@ -34,6 +34,10 @@ struct saas__lv_spares {
 	unsigned int target;             /* the plan's last target (logged when it changes) */
 	unsigned int waiting;            /* creates waiting in vm_take for a spare being made: none is warmed meanwhile */
 	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first */
+	int64_t quiet_from;              /* the open, when it remembered templates asked for before it (spare_asked.c): */
+	                                 /* a quiet spell counts from it until a create comes (0: none) */
+	bool asked_dirty;                /* the templates asked for changed: asked.json to be written (spare_asked.c) */
+	bool asked_writing;              /* a thread writes it (without mu) */
 	size_t nasks;
 	pthread_t threads[SPARE_MAKERS_MAX]; /* makers: one spare each at a time */
 	unsigned int nthreads;
@@ -74,7 +78,8 @@ bool saas__lv_spare_destroy(struct drv *d, const char *name);
 struct tmpl;
 /*
  * The template to make a spare for: of those ready, local, current (of their
- * image's build as it is now) and asked for since the driver opened, and not
+ * image's build as it is now) and asked for since the driver opened (or
+ * remembered from before it: spare_asked.c), and not
  * held back by a failure of their own (spare_retry_at_ms), the one with the
  * fewest spares not taken yet, and of those the one asked for last; none
  * once target are listed (taken ones count). Every such template has one

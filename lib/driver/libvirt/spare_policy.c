@@ -11,10 +11,12 @@
  * them made at once when creates come faster than a spare is made after the
  * hold (the hold keeps the CPUs for a lone create's first commands, and is
  * worth nothing when the next create needs the spare sooner). Quiet, the
- * floor; once the creates have paused for a quiet spell (quiet_ms), the
- * quiet floor, from then on: a service that sat idle meets its next burst,
- * which nothing foretells, with spares made while it was idle, and one that
- * never paused (a short-lived engine, a busy one) pays nothing for it. Never
+ * floor; once the creates have paused for a quiet spell (quiet_ms; before
+ * any, from the open that remembered the templates creates asked for before
+ * it: quiet_from), the quiet floor, from then on: a service that sat idle
+ * meets its next burst, which nothing foretells, with spares made while it
+ * was idle, and one that never paused (a short-lived engine, a busy one)
+ * pays nothing for it. Never
  * more than the ceiling, the memory budget's count nor what the host's
  * available memory holds.
  */
@@ -30,6 +32,7 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 {
 	size_t first = n, rate_first = n;
 	uint64_t want, cap;
+	int64_t last = n ? asks[n - 1] : b->quiet_from;
 
 	out->target = out->burst = out->rate_need = out->floor = 0;
 	out->now = false;
@@ -66,7 +69,7 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 		out->rate_need = (unsigned int)((k * b->make_ms + span - 1) / span);
 		out->now = asks[n - 1] - asks[n - 2] < (int64_t)b->hold_ms + (int64_t)b->make_ms;
 	}
-	out->quiet = b->quiet_ms > 0 && (b->quiet_seen || (n && now - asks[n - 1] >= b->quiet_ms));
+	out->quiet = b->quiet_ms > 0 && (b->quiet_seen || (last && now - last >= b->quiet_ms));
 	out->floor = out->quiet && b->quiet_floor > b->floor ? b->quiet_floor : b->floor;
 	want = out->floor;
 	if (out->burst > want)

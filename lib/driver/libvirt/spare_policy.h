@@ -26,6 +26,8 @@ struct saas__lv_spare_bounds {
 	unsigned int quiet_floor; /* kept from a quiet spell on (spares=auto: spare_idle_count; spares=N: 0) */
 	int64_t quiet_ms;       /* a quiet spell: this long since the last create (spare_idle; 0: never) */
 	bool quiet_seen;        /* one was seen before (the caller keeps it): quiet_floor holds from then on */
+	int64_t quiet_from;     /* with no create yet, the spell counts from this time (an open that remembered */
+	                        /* templates asked for before it: spare_asked.c); 0: from the first create */
 	unsigned int ceiling;   /* never more (spares=auto: SPARES_AUTO_MAX; spares=N: N) */
 	uint64_t budget_mib;    /* spare_memory_mb: what all spares together may hold */
 	uint64_t spare_mib;     /* what one spare is reckoned to hold */
@@ -48,7 +50,8 @@ struct saas__lv_spare_plan {
  * The plan for creates asked at asks[0..n) (ms, oldest first, any clock),
  * seen at now on the same clock: target = the largest of the floor (the
  * quiet floor once a quiet spell was seen: quiet_ms since the last create,
- * now or before), the largest burst in the window and the rate's need, then
+ * or with none since quiet_from, now or before), the largest burst in the
+ * window and the rate's need, then
  * no more than the ceiling, the budget's and the host's room's count of
  * spares.
  */
