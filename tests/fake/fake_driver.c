@@ -1722,6 +1722,18 @@ unsigned int saas_fake_restores_peak(void)
 	return counter(&restores_peak);
 }
 
+/* *until: ms from now on CLOCK_REALTIME (the clock of a pthread_cond_timedwait). */
+static void deadline_in(struct timespec *until, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, until);
+	until->tv_sec += ms / 1000;
+	until->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until->tv_nsec >= 1000000000L) {
+		until->tv_sec++;
+		until->tv_nsec -= 1000000000L;
+	}
+}
+
 /* mu held: one more restore under way; held at the gate until gate_n are, or its wait ran out. */
 static void restore_gate_locked(void)
 {
@@ -1737,13 +1749,7 @@ static void restore_gate_locked(void)
 		pthread_cond_broadcast(&gate_cv);
 		return;
 	}
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += gate_wait_ms / 1000;
-	until.tv_nsec += (long)(gate_wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	deadline_in(&until, gate_wait_ms);
 	while (gate_opened == round && pthread_cond_timedwait(&gate_cv, &mu, &until) == 0)
 		;
 }
@@ -1865,13 +1871,7 @@ static int fake_snapshot(void *ctx, const char *name, const char *snap, int keep
 	/* Held (saas_fake_snapshot_hold) until that many restores wait for it, or the wait ran out. */
 	if (hold_n && expected_locked(snap)) {
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += hold_wait_ms / 1000;
-		until.tv_nsec += (long)(hold_wait_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		deadline_in(&until, hold_wait_ms);
 		while (restores_waiting < hold_n && pthread_cond_timedwait(&snap_cv, &mu, &until) == 0)
 			;
 	}
