@@ -57,35 +57,12 @@ void saas__snapshot_drop(saas_engine *e, const char *host_id, const char *snap)
 		          saas_error_last()->message);
 }
 
-/* This thread's error, kept across the cleanup calls that would overwrite it. */
-struct kept_error {
-	int code;
-	int klass;
-	long backend_code;
-	char message[1024];
-	char limit[32];          /* a limit's name, and when to try again (saas_error's) */
-	int64_t retry_after_ms;
-};
-
-static void keep_error(struct kept_error *k, int code)
+/* This thread's error, kept across the cleanup calls that would overwrite it (a driver's with no class is the driver's). */
+static void keep_error(struct saas__kept_error *k, int code)
 {
-	const saas_error *err = saas_error_last();
-
-	k->code = code;
-	k->klass = err->klass ? err->klass : SAAS_ERRCLASS_DRIVER;
-	k->backend_code = err->backend_code;
-	snprintf(k->message, sizeof(k->message), "%s", err->message);
-	saas__strlcpy(k->limit, err->code == code ? err->limit : "", sizeof(k->limit));
-	k->retry_after_ms = err->code == code ? err->retry_after_ms : 0;
-}
-
-/* The kept error, this thread's again; returns its code. */
-static int kept_raise(const struct kept_error *k)
-{
-	saas__error(k->code, k->klass, k->backend_code, "%s", k->message);
-	if (k->limit[0] || k->retry_after_ms > 0)
-		saas__error_set_limit(k->limit, k->retry_after_ms);
-	return k->code;
+	saas__error_keep(k, code);
+	if (!k->klass)
+		k->klass = SAAS_ERRCLASS_DRIVER;
 }
 
 /*
@@ -93,7 +70,7 @@ static int kept_raise(const struct kept_error *k)
  * cannot find is the backend's fault too; a host with no room now (EBUSY:
  * its memory) is said as such, a 503 to try again.
  */
-static int driver_failed(const struct kept_error *k, const char *what)
+static int driver_failed(const struct saas__kept_error *k, const char *what)
 {
 	int code = k->code == SAAS_ENOTSUP || k->code == SAAS_ENOMEM || k->code == SAAS_EBUSY ? k->code : SAAS_EBACKEND;
 
@@ -105,7 +82,7 @@ static int driver_failed(const struct kept_error *k, const char *what)
  * the VM (the driver's memory refusal) says when to try again, as a
  * create's refusal does (REST's Retry-After).
  */
-static int restore_failed(const struct kept_error *k, const char *what)
+static int restore_failed(const struct saas__kept_error *k, const char *what)
 {
 	int rc = driver_failed(k, what);
 
@@ -241,7 +218,7 @@ int saas__sandbox_pause_row(saas_engine *e, saas_store_sandbox *rowp, saas_sandb
 {
 	saas_store_sandbox row = *rowp;
 	const char *id = rowp->id;
-	struct kept_error k;
+	struct saas__kept_error k;
 	char snap[SAAS_STORE_SNAPSHOT_MAX + 1];
 	int64_t bytes = 0, started, now, keep_s = 0;
 	void *ctx;
@@ -322,7 +299,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 	saas_vm_spec spec;
 	const saas_vm_network *vmnet;
 	struct row_policy pol;
-	struct kept_error k;
+	struct saas__kept_error k;
 	char snap[SAAS_STORE_SNAPSHOT_MAX + 1];
 	unsigned int live;
 	int64_t started, now;
@@ -373,7 +350,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 		    set_state(e, &row, SAAS_SANDBOX_RESUMING, SAAS_SANDBOX_PAUSED, row.paused_at_ms, row.paused_ms, snap) < 0)
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s: left resuming; the next start decides", id);
 		return rc == SAAS_ESTATE || rc == SAAS_ENOTFOUND ? moved_meanwhile(rc, id, "resumed")
-		                                                 : kept_raise(&k);
+		                                                 : saas__error_raise(&k);
 	}
 	saas__snapshot_drop(e, row.host_id, snap);
 	/*
@@ -411,7 +388,7 @@ static void *fork_children_main(void *arg);
 static int fork_snapshot(saas_engine *e, saas_store_sandbox *parent, char snap[SAAS_STORE_SNAPSHOT_MAX + 1],
                          struct fork_run *run, pthread_t *thread, bool *early)
 {
-	struct kept_error k;
+	struct saas__kept_error k;
 	void *ctx;
 	int rc;
 
@@ -463,7 +440,7 @@ struct fork_run {
 	unsigned int next;               /* under mu: the next child to make */
 	bool made[SAAS_FORK_MAX];        /* under mu: child i is made, and is undone if the fork fails */
 	int rc;                          /* under mu: the first failure; no child is begun after it */
-	struct kept_error k;             /* under mu: its error, as its thread had it */
+	struct saas__kept_error k;             /* under mu: its error, as its thread had it */
 };
 
 /* Make one child from the snapshot: a create whose VM is a restore, its lease held as a create's (sandbox.c). */
@@ -542,7 +519,7 @@ static int fork_children(struct fork_run *r)
 	for (unsigned int i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	if (r->rc < 0)
-		return kept_raise(&r->k);
+		return saas__error_raise(&r->k);
 	saas__error_clear();
 	return SAAS_OK;
 }
@@ -553,7 +530,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 {
 	saas_engine *e = c->engine;
 	saas_vm_spec spec;
-	struct kept_error k;
+	struct saas__kept_error k;
 	int64_t now = saas__engine_now(e);
 	void *ctx;
 	int rc;
@@ -595,7 +572,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 		row->status = SAAS_SANDBOX_DESTROYED;
 		return rc == SAAS_ESTATE ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
 		                                       "a fork's child was destroyed while it was being made")
-		                         : kept_raise(&k);
+		                         : saas__error_raise(&k);
 	}
 	row->status = SAAS_SANDBOX_READY;
 	saas__egress_hold(e, row);
@@ -693,7 +670,7 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	if (rc < 0)
 		snap[0] = '\0'; /* dropped by fork_snapshot, or never taken; a child begun meanwhile failed with it */
 	else
-		rc = early ? (run.rc < 0 ? kept_raise(&run.k) : SAAS_OK) : fork_children(&run);
+		rc = early ? (run.rc < 0 ? saas__error_raise(&run.k) : SAAS_OK) : fork_children(&run);
 	pthread_mutex_destroy(&run.mu);
 	for (unsigned int i = 0; i < count; i++)
 		made += run.made[i];
@@ -715,7 +692,7 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	rc = SAAS_OK;
 out:
 	if (rc < 0) {
-		struct kept_error k;
+		struct saas__kept_error k;
 
 		keep_error(&k, rc);
 		/* All or nothing: the children made go, unbilled (each one that failed undid itself). */
@@ -724,7 +701,7 @@ out:
 				saas__sandbox_end(e, &rows[i], SAAS_END_FAILED, saas__engine_now(e), 0, 0);
 		saas_sandbox_list_free(list);
 		list = NULL;
-		rc = kept_raise(&k);
+		rc = saas__error_raise(&k);
 	}
 	saas__snapshot_drop(e, parent.host_id, snap);
 	row_policy_free(&pol);

@@ -1,4 +1,5 @@
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +108,30 @@ int saas__error_wrap(int code, const char *fmt, ...)
 	}
 	set_pointers();
 	return code;
+}
+
+_Static_assert(sizeof(((struct saas__kept_error *)0)->message) == MESSAGE_MAX, "a kept message is cut");
+
+void saas__error_keep(struct saas__kept_error *k, int code)
+{
+	bool own = last.pub.code == code;
+
+	k->code = code;
+	k->klass = last.pub.klass;
+	k->backend_code = last.pub.backend_code;
+	memcpy(k->message, last.message, sizeof(k->message));
+	saas__strlcpy(k->sqlstate, own ? last.sqlstate : "", sizeof(k->sqlstate));
+	saas__strlcpy(k->limit, own ? last.limit : "", sizeof(k->limit));
+	k->retry_after_ms = own ? last.pub.retry_after_ms : 0;
+}
+
+int saas__error_raise(const struct saas__kept_error *k)
+{
+	saas__error(k->code, k->klass, k->backend_code, "%s", k->message);
+	saas__strlcpy(last.sqlstate, k->sqlstate, sizeof(last.sqlstate));
+	if (k->limit[0] || k->retry_after_ms > 0)
+		saas__error_set_limit(k->limit, k->retry_after_ms);
+	return k->code;
 }
 
 SAAS_EXTERN(const saas_error *) saas_error_last(void)

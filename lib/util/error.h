@@ -40,6 +40,27 @@ void saas__error_set_limit(const char *limit, int64_t retry_after_ms);
 /* Keep an error already recorded but prefix its message with context. */
 int saas__error_wrap(int code, const char *fmt, ...) SAAS_PRINTF(2, 3);
 
+/*
+ * An error kept across the calls that would overwrite this thread's (the
+ * cleanups after a failure), or handed to another thread: copied, as the
+ * thread's own lives in its thread-local storage.
+ */
+struct saas__kept_error {
+	int code;
+	int klass;
+	long backend_code;
+	char message[1024];
+	char sqlstate[8];
+	char limit[32];                  /* a limit's name, and when to try again */
+	int64_t retry_after_ms;
+};
+
+/* Keep this thread's error as code's (its limit and sqlstate only when it is code's own). */
+void saas__error_keep(struct saas__kept_error *k, int code);
+
+/* The kept error, this thread's again; returns its code. */
+int saas__error_raise(const struct saas__kept_error *k);
+
 /* The last (most negative) status code: every code from SAAS_OK down to it has a name. */
 int saas__error_code_last(void);
 

@@ -161,21 +161,15 @@ struct fixup_run {
 	bool bad;
 	const char *via;                 /* "the control port" or "SSH" */
 	int rc;
-	int klass;
-	long code;
-	char message[512];            /* copied: the thread's own error lives in its thread-local storage */
+	struct saas__kept_error error;   /* its thread's */
 };
 
 static void *fixup_main(void *arg)
 {
 	struct fixup_run *f = arg;
 
-	if ((f->rc = clone_fixup(f->l, f->time_ms, &f->bad, &f->via)) < 0) {
-		const saas_error *e = saas_error_last();
-		f->klass = e->klass;
-		f->code = e->backend_code;
-		snprintf(f->message, sizeof(f->message), "%s", e->message);
-	}
+	if ((f->rc = clone_fixup(f->l, f->time_ms, &f->bad, &f->via)) < 0)
+		saas__error_keep(&f->error, f->rc);
 	return NULL;
 }
 
@@ -265,7 +259,7 @@ int saas__lv_clone_warm(struct launch *l, const struct timespec *t0, int64_t bud
 
 int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2])
 {
-	struct fixup_run fix = { l, budget, false, "SSH", SAAS_OK, 0, 0, "" };
+	struct fixup_run fix = { .l = l, .time_ms = budget, .via = "SSH", .rc = SAAS_OK };
 	pthread_t thread;
 	bool threaded;
 	int rc;
@@ -297,9 +291,8 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 		l->fixups = fix.via;
 	}
 	if (rc == SAAS_OK && fix.rc < 0) {
-		rc = fix.rc;
 		l->template_bad = fix.bad;
-		saas__error(rc, fix.klass, fix.code, "%s", fix.message);
+		rc = saas__error_raise(&fix.error);
 	}
 	at[1] = saas__ms_since(t0);
 	return rc;
