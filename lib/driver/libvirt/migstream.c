@@ -30,7 +30,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -63,11 +62,7 @@
 #define CAPS_MAX 64u
 
 struct io {
-	int in, tee, out, ram;
-	int64_t stall_ms;
-	bool tee_failed;                 /* a write to the tee failed: the rest is read, not kept */
-	bool stalled;                    /* the stream stopped coming: nothing more is read */
-	bool ended;                      /* read to its end */
+	int in, out, ram, copy;
 	unsigned char *rbuf, *wbuf;
 	size_t rlen, rat, wlen;
 	uint64_t out_bytes;
@@ -92,59 +87,17 @@ static int io_fail(const char *what, int err)
 	return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "%s the VM's saved state: %s", what, strerror(err));
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const unsigned char *at = p;
-
-	while (n) {
-		ssize_t w = write(fd, at, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return io_fail("writing", w < 0 ? errno : EIO);
-		at += w;
-		n -= (size_t)w;
-	}
-	return SAAS_OK;
-}
-
-/* A pipe's next bytes within the stall bound (a QEMU that holds its end and writes nothing is not waited on). */
-static int wait_readable(struct io *io)
-{
-	struct pollfd p = { .fd = io->in, .events = POLLIN };
-	int n;
-
-	while ((n = poll(&p, 1, io->stall_ms > INT32_MAX ? INT32_MAX : (int)io->stall_ms)) < 0 && errno == EINTR)
-		;
-	if (n < 0)
-		return io_fail("waiting for", errno);
-	if (n == 0) {
-		io->stalled = true;
-		return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM's saved state stopped coming for %lld ms",
-		                   (long long)io->stall_ms);
-	}
-	return SAAS_OK;
-}
-
-/* The next bytes of the stream into the read buffer (none at its end), and to the tee. */
+/* The next bytes of the stream into the read buffer (none at its end). */
 static int fill(struct io *io)
 {
 	ssize_t got;
-	int rc;
 
-	if (io->stall_ms > 0 && (rc = wait_readable(io)) < 0)
-		return rc;
 	while ((got = read(io->in, io->rbuf, BUF)) < 0 && errno == EINTR)
 		;
 	if (got < 0)
 		return io_fail("reading", errno);
 	io->rlen = (size_t)got;
 	io->rat = 0;
-	io->ended = got == 0;
-	if (io->tee >= 0 && !io->tee_failed && got > 0 && (rc = write_all(io->tee, io->rbuf, io->rlen)) < 0) {
-		io->tee_failed = true;
-		return saas__error_wrap(rc, "keeping the VM's saved state whole");
-	}
 	return SAAS_OK;
 }
 
@@ -167,6 +120,22 @@ static int get(struct io *io, void *p, size_t n)
 		io->rat += take;
 		to += take;
 		n -= take;
+	}
+	return SAAS_OK;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const unsigned char *at = p;
+
+	while (n) {
+		ssize_t w = write(fd, at, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return io_fail("writing", w < 0 ? errno : EIO);
+		at += w;
+		n -= (size_t)w;
 	}
 	return SAAS_OK;
 }
@@ -349,11 +318,13 @@ static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t at)
 	return SAAS_OK;
 }
 
-/* The pages gathered, into the memory file at their offsets. */
+/* The pages gathered, into the memory file (and its copy) at their offsets. */
 static int run_flush(struct io *io)
 {
-	int rc = io->run_len ? pwrite_all(io->ram, io->run, io->run_len, io->run_at) : SAAS_OK;
+	int rc = SAAS_OK;
 
+	if (io->run_len && (rc = pwrite_all(io->ram, io->run, io->run_len, io->run_at)) == SAAS_OK && io->copy >= 0)
+		rc = pwrite_all(io->copy, io->run, io->run_len, io->run_at);
 	io->run_len = 0;
 	return rc;
 }
@@ -383,7 +354,8 @@ static int block_page(struct io *io, struct ram *r, uint64_t offset, bool zero)
 		r->written[n / 8] &= (unsigned char)~(1u << (n % 8));
 		if ((rc = run_flush(io)) < 0)
 			return rc;
-		if (fallocate(io->ram, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, PAGE) < 0)
+		if (fallocate(io->ram, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, PAGE) < 0 ||
+		    (io->copy >= 0 && fallocate(io->copy, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, PAGE) < 0))
 			return io_fail("clearing a page of", errno);
 		return SAAS_OK;
 	}
@@ -528,62 +500,26 @@ static int split(struct io *io, struct ram *r)
 	}
 }
 
-/*
- * A split that gave up: the rest of the stream read into the tee all the
- * same (a writer on a pipe never waits on it), to its end. Its own error
- * only when reading failed or the tee did (the split's is the news).
- */
-static int drain(struct io *io)
+int saas__lv_stream_split(int in, int out, int ram, int copy, const char *block, uint64_t bytes,
+                          struct saas__lv_split_stats *st)
 {
-	int rc;
-
-	do {
-		if ((rc = fill(io)) < 0)
-			return rc;
-	} while (io->rlen);
-	return SAAS_OK;
-}
-
-int saas__lv_stream_split(const struct saas__lv_split *sp, struct saas__lv_split_stats *st)
-{
-	struct io io;
+	struct io io = { in, out, ram, copy, malloc(BUF), malloc(BUF), 0, 0, 0, 0, malloc(RUN_MAX), 0, 0 };
 	struct ram r;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
-	memset(&io, 0, sizeof(io));
 	memset(&r, 0, sizeof(r));
-	io.in = sp->in;
-	io.tee = sp->tee;
-	io.out = sp->out;
-	io.ram = sp->ram;
-	io.stall_ms = sp->stall_ms;
-	io.rbuf = malloc(BUF);
-	io.wbuf = malloc(BUF);
-	io.run = malloc(RUN_MAX);
-	r.block = sp->block;
-	r.bytes = sp->bytes;
+	r.block = block;
+	r.bytes = bytes;
 	r.st = st;
-	if (!sp->bytes || sp->bytes % PAGE || sp->bytes > ((uint64_t)1 << 44))
+	if (!bytes || bytes % PAGE || bytes > ((uint64_t)1 << 44))
 		rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER, 0, "a RAM block of %llu bytes cannot be split out",
-		                 (unsigned long long)sp->bytes);
-	else if (!io.rbuf || !io.wbuf || !io.run || !(r.written = calloc(sp->bytes / PAGE / 8 + 1, 1)))
+		                 (unsigned long long)bytes);
+	else if (!io.rbuf || !io.wbuf || !io.run || !(r.written = calloc(bytes / PAGE / 8 + 1, 1)))
 		rc = saas__oom();
 	else if ((rc = split(&io, &r)) == SAAS_OK)
 		rc = flush(&io);
-	/*
-	 * Kept whole all the same, unless the stream stalled (nothing more will
-	 * come) or there is no buffer to read it into; a tee that failed makes
-	 * the kept stream no one's, whatever the split said.
-	 */
-	if (rc < 0 && io.tee >= 0 && !io.stalled && io.rbuf) {
-		/* A drain that ends well leaves the split's error the last one. */
-		int drained = drain(&io);
-		if (drained < 0)
-			rc = drained;
-	}
 	st->out_bytes = io.out_bytes;
-	st->kept_whole = io.tee >= 0 && io.ended && !io.tee_failed;
 	free(r.written);
 	free(io.run);
 	free(io.rbuf);

@@ -791,191 +791,46 @@ static void snapshot_ram_hold(struct drv *d, const char *snap, int memfd)
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* A mapped save's stream, with no memory to split its RAM into: the state, which each child loads. */
-static int stream_as_state(const char *dir)
-{
-	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state");
-	int rc = !stream || !state ? SAAS_ENOMEM
-	         : rename(stream, state) == 0
-	                 ? SAAS_OK
-	                 : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state, strerror(errno));
-
-	free(state);
-	free(stream);
-	return rc;
-}
-
 /*
- * What the split of a fork's RAM in dir came to (rc; st), said in the log:
- * SAAS_OK when it is the memory its children map and dir/state the rest.
- * A stream the split does not know (another QEMU), or a write that failed,
- * leaves the whole stream (dir/stream; whole: it is) as the state, which
- * each child loads as before: 1, never the fork's failure. An error only
- * when even that could not be done.
+ * A fork's saved stream (dir/stream) split in two (migstream.c): its RAM
+ * into memfd fd, then sealed, which the children map copy-on-write, and the
+ * rest as dir/state; the stream stays (SNAPSHOT_SPLITTING). SAAS_OK when so.
+ * A stream the split does not know (another QEMU), or a write that fails,
+ * leaves the whole stream as the state, which each child loads as before: 1,
+ * said in the log, never the fork's failure. An error only when even that
+ * could not be done.
  */
-static int split_said(struct drv *d, const char *dir, const char *snap, int rc, const struct saas__lv_split_stats *st,
-                      bool whole)
-{
-	if (rc == SAAS_OK) {
-		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: %llu pages of RAM mapped by its children (%llu zero), %llu KiB "
-		             "of state left", snap, (unsigned long long)st->pages, (unsigned long long)st->zero_pages,
-		             (unsigned long long)(st->out_bytes >> 10));
-		return SAAS_OK;
-	}
-	if (!whole)
-		return rc;
-	saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: %s", snap,
-	             saas_error_last()->message);
-	saas__error_clear();
-	return (rc = stream_as_state(dir)) < 0 ? rc : 1;
-}
-
-/* A fork's saved stream (dir/stream) split in two (migstream.c): its RAM into memfd fd, then sealed (split_said). */
 static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint64_t bytes, int fd)
 {
 	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state");
-	struct saas__lv_split sp = { -1, -1, -1, fd, MEM_ID, bytes, 0 };
 	struct saas__lv_split_stats st;
-	int rc;
+	int in = -1, out = -1, rc;
 
-	memset(&st, 0, sizeof(st));
 	if (!stream || !state)
 		rc = SAAS_ENOMEM;
-	else if ((sp.in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
-	         (sp.out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+	else if ((in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
+	         (out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the fork's files: %s", strerror(errno));
-	else if ((rc = saas__lv_stream_split(&sp, &st)) == SAAS_OK)
+	else if ((rc = saas__lv_stream_split(in, out, fd, -1, MEM_ID, bytes, &st)) == SAAS_OK)
 		rc = saas__lv_memfd_seal(fd);
-	if (sp.in >= 0)
-		close(sp.in);
-	if (sp.out >= 0)
-		close(sp.out);
-	free(state);
-	free(stream);
-	return split_said(d, dir, snap, rc, &st, rc != SAAS_ENOMEM);
-}
-
-/*
- * A split over, however it went (rc, as split_said's): the children of
- * snapshot snap in dir go on. The memory is whole and sealed, or it is not
- * theirs to map: then the stream is the state (or there is neither form),
- * and the snapshot is no longer marked.
- */
-static void split_done(struct drv *d, const char *dir, const char *snap, int rc)
-{
-	char *marker = saas__lv_path_join(dir, SNAPSHOT_SPLITTING);
-	struct snapram *m;
-
-	if (marker && rc != SAAS_OK)
-		unlink(marker);
-	free(marker);
-	pthread_mutex_lock(&d->mu);
-	if ((m = snapshot_find(d, snap))) {
-		if (rc != SAAS_OK && m->memfd >= 0) {
-			close(m->memfd);
-			m->memfd = -1;
-		}
-		m->splitting = false;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	if (rc == SAAS_OK) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: %llu pages of RAM mapped by its children (%llu zero), %llu KiB "
+		             "of state left", snap, (unsigned long long)st.pages, (unsigned long long)st.zero_pages,
+		             (unsigned long long)(st.out_bytes >> 10));
+	} else if (stream && state) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: %s", snap,
+		             saas_error_last()->message);
+		saas__error_clear();
+		rc = rename(stream, state) == 0 ? 1
+		                                : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state, strerror(errno));
 	}
-	pthread_cond_broadcast(&d->snaps_cond);
-	pthread_mutex_unlock(&d->mu);
-}
-
-/*
- * A fork's RAM split as its state is saved (a fork put in place early,
- * fork_publish): the VM's QEMU writes the stream into a pipe, read here in a
- * thread of its own as it comes, split at once, and kept whole on storage
- * beside (dir/stream: an engine that lacks the memory after a restart takes
- * the state from it). The children's memory is then sealed when the save
- * ends, not a split's time after.
- */
-struct tee_split {
-	struct saas__lv_split sp;        /* in: the pipe; tee: dir/stream; out: dir/state; ram: the memory */
-	struct saas__lv_split_stats st;
-	struct saas__kept_error error;   /* the thread's */
-	int rc;
-	pthread_t thread;
-};
-
-static void *tee_split_main(void *arg)
-{
-	struct tee_split *t = arg;
-
-	if ((t->rc = saas__lv_stream_split(&t->sp, &t->st)) == SAAS_OK)
-		t->rc = saas__lv_memfd_seal(t->sp.ram);
-	if (t->rc < 0)
-		saas__error_keep(&t->error, t->rc);
-	return NULL;
-}
-
-static void tee_split_close(struct tee_split *t)
-{
-	int *fds[] = { &t->sp.in, &t->sp.tee, &t->sp.out };
-
-	for (size_t i = 0; i < SAAS_ARRAY_SIZE(fds); i++)
-		if (*fds[i] >= 0) {
-			close(*fds[i]);
-			*fds[i] = -1;
-		}
-}
-
-/*
- * Begin splitting the stream of the save to come into memfd (the caller's;
- * it must outlive the split), the bytes of the RAM block MEM_ID, in dir:
- * *wfd is the pipe's end the save writes into (saas__lv_state_save_fd, which
- * takes it). An error when no pipe, file or thread could be had: nothing is
- * begun, and the save goes to a file as before.
- */
-static int tee_split_begin(const char *dir, int memfd, uint64_t bytes, struct tee_split *t, int *wfd)
-{
-	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state");
-	int p[2] = { -1, -1 }, rc = SAAS_OK;
-
-	memset(t, 0, sizeof(*t));
-	t->sp = (struct saas__lv_split){ -1, -1, -1, memfd, MEM_ID, bytes, TEMPLATE_SAVE_STALL_MS };
-	*wfd = -1;
-	if (!stream || !state) {
-		rc = SAAS_ENOMEM;
-	} else if (pipe2(p, O_CLOEXEC) < 0 ||
-	           (t->sp.tee = open(stream, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 ||
-	           (t->sp.out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the fork's files: %s", strerror(errno));
-	} else {
-		/* QEMU writes in pieces of 32 KiB: room for a run of the split's, where the system allows it. */
-		(void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
-		t->sp.in = p[0];
-		p[0] = -1;
-		if ((errno = pthread_create(&t->thread, NULL, tee_split_main, t)) != 0)
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "a thread: %s", strerror(errno));
-	}
-	if (rc < 0) {
-		tee_split_close(t);
-		if (p[1] >= 0)
-			close(p[1]);
-		if (state)
-			unlink(state);
-	} else {
-		*wfd = p[1];
-	}
-	if (p[0] >= 0)
-		close(p[0]);
 	free(state);
 	free(stream);
 	return rc;
-}
-
-/*
- * The split begun by tee_split_begin, once the save is over (the save, ended
- * or cancelled, closed its end of the pipe; a QEMU that does not is given up
- * on after a stall): as split_said's, of the stream kept whole beside it.
- */
-static int tee_split_end(struct drv *d, const char *dir, const char *snap, struct tee_split *t)
-{
-	pthread_join(t->thread, NULL);
-	tee_split_close(t);
-	if (t->rc < 0)
-		saas__error_raise(&t->error);
-	return split_said(d, dir, snap, t->rc, &t->st, t->st.kept_whole);
 }
 
 /* A split of a fork's RAM that runs once the parent runs on (saas__lv_vm_snapshot). */
@@ -991,7 +846,9 @@ static void *split_main(void *arg)
 {
 	struct split_job *j = arg;
 	struct drv *d = j->d;
+	struct snapram *m;
 	struct timespec t0;
+	char *marker = saas__lv_path_join(j->dir, SNAPSHOT_SPLITTING);
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1001,10 +858,24 @@ static void *split_main(void *arg)
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: %s", j->snap, saas_error_last()->message);
 		saas__error_clear();
 	}
-	split_done(d, j->dir, j->snap, rc);
+	/* The stream the state (or neither form): whole on storage, no longer marked, before anyone looks again. */
+	if (marker && rc != SAAS_OK)
+		unlink(marker);
+	/* The children go on now: the memory is whole and sealed, or it is not theirs to map. */
+	pthread_mutex_lock(&d->mu);
+	if ((m = snapshot_find(d, j->snap))) {
+		if (rc != SAAS_OK && m->memfd >= 0) {
+			close(m->memfd);
+			m->memfd = -1;
+		}
+		m->splitting = false;
+	}
+	pthread_cond_broadcast(&d->snaps_cond);
+	pthread_mutex_unlock(&d->mu);
 	saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: its RAM split off %lld ms after the parent ran on", j->snap,
 	             (long long)saas__ms_since(&t0));
 	close(j->memfd);
+	free(marker);
 	free(j->dir);
 	free(j);
 	return NULL;
@@ -1091,7 +962,43 @@ out:
 	return rc;
 }
 
+/* A mapped save's stream, with no memory to split its RAM into: the state, which each child loads. */
+static int stream_as_state(const char *dir)
+{
+	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state");
+	int rc = !stream || !state ? SAAS_ENOMEM
+	         : rename(stream, state) == 0
+	                 ? SAAS_OK
+	                 : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state, strerror(errno));
+
+	free(state);
+	free(stream);
+	return rc;
+}
+
 /* ---- the slots ------------------------------------------------------------------------------- */
+
+/* A failure's error, kept across the calls that undo what came before it. */
+struct kept_error {
+	int rc, klass;
+	long code;
+	char message[512];
+};
+
+static void error_keep(struct kept_error *k, int rc)
+{
+	const saas_error *e = saas_error_last();
+
+	k->rc = rc;
+	k->klass = e->klass;
+	k->code = e->backend_code;
+	snprintf(k->message, sizeof(k->message), "%s", e->message);
+}
+
+static int error_restore(const struct kept_error *k)
+{
+	return saas__error(k->rc, k->klass, k->code, "%s", k->message);
+}
 
 /* ---- a fork's children begun while its snapshot is taken ------------------------------------ */
 
@@ -1267,7 +1174,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 static int snapshot_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes)
 {
 	struct saas__lv_snapshot s;
-	struct saas__kept_error failed;
+	struct kept_error failed;
 	virDomainPtr dom = NULL;
 	virDomainInfo info;
 	char *dir = NULL, *tmp = NULL, *path = NULL, *node = NULL, *top = NULL, *next = NULL, *frozen = NULL,
@@ -1286,10 +1193,8 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 	 */
 	bool mapped = keep && d->mapped && d->host->local_memory, ram_mapped = false;
 	struct split_job *job = NULL;
-	struct tee_split tee;
 	const char *work;                /* where its files are written: tmp, or dir once put in place early */
-	bool teed = false;               /* its RAM split as it is saved (tee_split) */
-	int state = 0, rc, topfd = -1, memfd = -1, wfd = -1;
+	int state = 0, rc, topfd = -1, memfd = -1;
 
 	/* A VM host keeps its snapshots in its pool (host_remote_snap.c). */
 	if (d->host->snap_take)
@@ -1419,56 +1324,26 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 		goto out;
 	}
 	at[0] = saas__ms_since(&t0);
-	/* Put in place early, its RAM is split as QEMU writes it, into the memory its children wait for. */
-	if (published && tee_split_begin(dir, job->memfd, (uint64_t)s.memory_mib << 20, &tee, &wfd) < 0) {
-		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is split once saved, not as it is: %s", snap,
-		             saas_error_last()->message);
-		saas__error_clear();
-	}
-	teed = wfd >= 0;
 	/*
 	 * The whole of the VM's RAM goes into the stream: no block of it is
 	 * shared. A fork's is saved with x-ignore-shared on all the same, which
 	 * its children's QEMU sets to leave their mapped RAM as the file has it.
 	 */
-	rc = teed ? saas__lv_state_save_fd(d, dom, wfd, mapped, &ram) : saas__lv_state_save(d, dom, path, mapped, &ram);
-	wfd = -1;
-	if (teed) {
-		/* The save over (or cancelled): so is the split, which the children go on from (or fail with the fork). */
-		struct saas__kept_error saved;
-		int split;
-		if (rc < 0)
-			saas__error_keep(&saved, rc);
-		split = tee_split_end(d, dir, snap, &tee);
-		if (rc < 0) {
-			saas__error_raise(&saved);
-			goto out;
-		}
-		if ((rc = split) < 0)
-			goto out;
-		split_done(d, dir, snap, split);
-		ram_mapped = split == SAAS_OK;
-		close(job->memfd);
-		free(job->dir);
-		free(job);
-		job = NULL;
-	} else if (rc < 0) {
+	if ((rc = saas__lv_state_save(d, dom, path, mapped, &ram)) < 0)
 		goto out;
-	}
 	s.ignore_shared = mapped;
 	at[1] = saas__ms_since(&t0);
 	/*
-	 * Not put in place early, a fork's RAM is split off the stream once the
-	 * parent runs on (split_start), into a memory made now: the first
-	 * children start their QEMU on it meanwhile (saas__lv_snapshot_ram).
-	 * Without one, the stream is the state, which each child loads.
+	 * A fork's RAM is split off the stream once the parent runs on
+	 * (split_start), into a memory made now: the first children start their
+	 * QEMU on it meanwhile (saas__lv_snapshot_ram). Without one, the stream
+	 * is the state, which each child loads.
 	 */
 	if (mapped && !published && (rc = split_prepare(d, tmp, dir, snap, (uint64_t)s.memory_mib << 20, &job, &memfd)) < 0)
 		goto out;
-	if (mapped && !job && !teed && (rc = stream_as_state(work)) < 0)
+	if (mapped && !job && (rc = stream_as_state(work)) < 0)
 		goto out;
-	if (!teed)
-		ram_mapped = job != NULL;
+	ram_mapped = job != NULL;
 	at[2] = saas__ms_since(&t0);
 	free(path);
 	if (!(path = saas__lv_path_join(work, "ram"))) {
@@ -1477,8 +1352,8 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 	}
 	s.state_bytes = stored_bytes(path);
 	free(path);
-	/* The stream kept whole beside the split: its head is the state's (the split takes out RAM pages only). */
-	if (!(path = saas__lv_path_join(work, ram_mapped ? "stream" : "state"))) {
+	/* The stream until the split: its head is the state's (the split takes out RAM pages only). */
+	if (!(path = saas__lv_path_join(work, job ? "stream" : "state"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
@@ -1517,9 +1392,9 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 	if (keep && virDomainResume(dom) < 0) {
 		/* A VM that does not run again fails its snapshot, which goes: the contract says none is left. */
 		rc = saas__lv_virt_error("resuming the VM after its snapshot");
-		saas__error_keep(&failed, rc);
+		error_keep(&failed, rc);
 		saas__lv_rm_tree(dir);
-		saas__error_raise(&failed);
+		error_restore(&failed);
 		paused = false;
 		goto out;
 	}
@@ -1543,10 +1418,9 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 	}
 	paused_ms = saas__ms_since(&t0);
 	/* Where a snapshot's time goes, for whoever tunes it. */
-	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms%s, %s %lld ms, "
-	             "files and %s %lld ms", name, snap, (long long)at[0], (long long)(at[1] - at[0]),
-	             teed ? " (its RAM split as it came)" : "",
-	             teed || !ram_mapped ? "nothing split" : "its RAM's memory made (split off once it runs on)",
+	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, %s %lld ms, files "
+	             "and %s %lld ms", name, snap, (long long)at[0], (long long)(at[1] - at[0]),
+	             ram_mapped ? "its RAM's memory made (split off once it runs on)" : "nothing split",
 	             (long long)(at[2] - at[1]), keep ? "resume" : "destroy", (long long)(paused_ms - at[2]));
 	if (bytes)
 		*bytes = s.state_bytes + s.disk_bytes;
@@ -1559,7 +1433,7 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 out:
 	if (rc < 0) {
 		bool named = false;   /* the VM's overlay still names the snapshot's disk */
-		saas__error_keep(&failed, rc);
+		error_keep(&failed, rc);
 		/* Back to tmp (unless gone), and its children told (none is made yet: they wait for its RAM). */
 		if (published)
 			fork_unpublish(d, tmp, dir, snap);
@@ -1578,7 +1452,7 @@ out:
 			saas__lv_snapshot_left(d, snap, name, true);
 		else if (tmp)
 			saas__lv_rm_tree(tmp);
-		saas__error_raise(&failed);
+		error_restore(&failed);
 	}
 	if (dom)
 		virDomainFree(dom);

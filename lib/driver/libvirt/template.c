@@ -319,20 +319,18 @@ static void template_mark(struct drv *d, const char *key, enum tmpl_state state)
 }
 
 /*
- * Save a paused VM's memory and device state into fd, which this takes
- * (QMP migrate to an fd): a file's, or a pipe's whose reader splits it as it
- * comes (snapshot.c). ignore_shared: RAM mapped shared is left out
- * (x-ignore-shared); set on every save, as a QEMU keeps its capabilities
- * from one migration to the next. A save that fails once begun is
- * cancelled, so that QEMU lets go of fd (a pipe's reader then sees its end)
- * and the VM may run again.
+ * Save a paused VM's memory and device state to path (QMP migrate to an fd):
+ * a template's, and a snapshot's (snapshot.c). ignore_shared: RAM mapped
+ * shared is left out (x-ignore-shared); set on every save, as a QEMU keeps
+ * its capabilities from one migration to the next.
  */
-int saas__lv_state_save_fd(struct drv *d, virDomainPtr dom, int fd, bool ignore_shared, int64_t *bytes)
+int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool ignore_shared, int64_t *bytes)
 {
-	const char *undo = NULL;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
 	char caps[160];
-	int rc;
 
+	if (fd < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
 	snprintf(caps, sizeof(caps), "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
 	         "[{\"capability\":\"x-ignore-shared\",\"state\":%s}]}}", ignore_shared ? "true" : "false");
 	/* QEMU caps migration bandwidth by default (128 MiB/s); a file takes what it gets. */
@@ -343,33 +341,11 @@ int saas__lv_state_save_fd(struct drv *d, virDomainPtr dom, int fd, bool ignore_
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp_getfd(dom, "aas-save", fd);
 	close(fd);
-	if (rc < 0)
-		return saas__error_wrap(rc, "saving the VM's state");
-	/* A migrate refused leaves the descriptor with QEMU, named: let go of, as a pipe's reader waits for its end. */
-	if ((rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL)) < 0)
-		undo = "{\"execute\":\"closefd\",\"arguments\":{\"fdname\":\"aas-save\"}}";
-	else if ((rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_STALL_MS, bytes)) < 0)
-		undo = "{\"execute\":\"migrate_cancel\"}";
-	if (undo) {
-		struct saas__kept_error failed;
-		saas__error_keep(&failed, rc);
-		/* The descriptor may be QEMU's own by then: not found is no news. */
-		if (saas__lv_qmp(dom, undo, -1, NULL) < 0)
-			saas__lv_log(d, strstr(undo, "cancel") ? SAAS_LOG_WARN : SAAS_LOG_DEBUG, "a failed save could not be "
-			             "undone: %s", saas_error_last()->message);
-		saas__error_raise(&failed);
-	}
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL);
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_STALL_MS, bytes);
 	return rc < 0 ? saas__error_wrap(rc, "saving the VM's state") : SAAS_OK;
-}
-
-/* The same, into the file at path. */
-int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool ignore_shared, int64_t *bytes)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-	if (fd < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
-	return saas__lv_state_save_fd(d, dom, fd, ignore_shared, bytes);
 }
 
 /* The template VM of a job's shape, here or on a remote host: isolated, named after its key. */

@@ -15,13 +15,6 @@
  */
 int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool ignore_shared, int64_t *bytes);
 
-/*
- * The same into fd, which this takes (closed on return): a pipe's write end
- * whose reader takes the stream as it comes. A save that fails once begun
- * is cancelled, so that QEMU lets go of fd.
- */
-int saas__lv_state_save_fd(struct drv *d, virDomainPtr dom, int fd, bool ignore_shared, int64_t *bytes);
-
 /* The key of the template for spec and im ("" when out of memory). */
 void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33]);
 struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
