@@ -978,28 +978,6 @@ static int stream_as_state(const char *dir)
 
 /* ---- the slots ------------------------------------------------------------------------------- */
 
-/* A failure's error, kept across the calls that undo what came before it. */
-struct kept_error {
-	int rc, klass;
-	long code;
-	char message[512];
-};
-
-static void error_keep(struct kept_error *k, int rc)
-{
-	const saas_error *e = saas_error_last();
-
-	k->rc = rc;
-	k->klass = e->klass;
-	k->code = e->backend_code;
-	snprintf(k->message, sizeof(k->message), "%s", e->message);
-}
-
-static int error_restore(const struct kept_error *k)
-{
-	return saas__error(k->rc, k->klass, k->code, "%s", k->message);
-}
-
 /* ---- a fork's children begun while its snapshot is taken ------------------------------------ */
 
 static struct forking **forking_at(struct drv *d, const char *snap)
@@ -1174,7 +1152,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 static int snapshot_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes)
 {
 	struct saas__lv_snapshot s;
-	struct kept_error failed;
+	struct saas__kept_error failed;
 	virDomainPtr dom = NULL;
 	virDomainInfo info;
 	char *dir = NULL, *tmp = NULL, *path = NULL, *node = NULL, *top = NULL, *next = NULL, *frozen = NULL,
@@ -1392,9 +1370,9 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 	if (keep && virDomainResume(dom) < 0) {
 		/* A VM that does not run again fails its snapshot, which goes: the contract says none is left. */
 		rc = saas__lv_virt_error("resuming the VM after its snapshot");
-		error_keep(&failed, rc);
+		saas__error_keep(&failed, rc);
 		saas__lv_rm_tree(dir);
-		error_restore(&failed);
+		saas__error_raise(&failed);
 		paused = false;
 		goto out;
 	}
@@ -1433,7 +1411,7 @@ static int snapshot_take(struct drv *d, const char *name, const char *snap, int 
 out:
 	if (rc < 0) {
 		bool named = false;   /* the VM's overlay still names the snapshot's disk */
-		error_keep(&failed, rc);
+		saas__error_keep(&failed, rc);
 		/* Back to tmp (unless gone), and its children told (none is made yet: they wait for its RAM). */
 		if (published)
 			fork_unpublish(d, tmp, dir, snap);
@@ -1452,7 +1430,7 @@ out:
 			saas__lv_snapshot_left(d, snap, name, true);
 		else if (tmp)
 			saas__lv_rm_tree(tmp);
-		error_restore(&failed);
+		saas__error_raise(&failed);
 	}
 	if (dom)
 		virDomainFree(dom);

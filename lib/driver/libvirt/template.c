@@ -322,11 +322,14 @@ static void template_mark(struct drv *d, const char *key, enum tmpl_state state)
  * Save a paused VM's memory and device state to path (QMP migrate to an fd):
  * a template's, and a snapshot's (snapshot.c). ignore_shared: RAM mapped
  * shared is left out (x-ignore-shared); set on every save, as a QEMU keeps
- * its capabilities from one migration to the next.
+ * its capabilities from one migration to the next. A save that fails once
+ * begun is cancelled: a migration left running would stop the VM when it
+ * ends, after the caller ran it again.
  */
 int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool ignore_shared, int64_t *bytes)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
+	const char *undo = NULL;
 	char caps[160];
 
 	if (fd < 0)
@@ -341,10 +344,22 @@ int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool 
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp_getfd(dom, "aas-save", fd);
 	close(fd);
-	if (rc == SAAS_OK)
-		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL);
-	if (rc == SAAS_OK)
-		rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_STALL_MS, bytes);
+	if (rc < 0)
+		return saas__error_wrap(rc, "saving the VM's state");
+	/* A migrate refused leaves the descriptor with QEMU, named: let go of. */
+	if ((rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL)) < 0)
+		undo = "{\"execute\":\"closefd\",\"arguments\":{\"fdname\":\"aas-save\"}}";
+	else if ((rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_STALL_MS, bytes)) < 0)
+		undo = "{\"execute\":\"migrate_cancel\"}";
+	if (undo) {
+		struct saas__kept_error failed;
+		saas__error_keep(&failed, rc);
+		/* The descriptor may be QEMU's own by then: not found is no news. */
+		if (saas__lv_qmp(dom, undo, -1, NULL) < 0)
+			saas__lv_log(d, strstr(undo, "cancel") ? SAAS_LOG_WARN : SAAS_LOG_DEBUG, "a failed save could not be "
+			             "undone: %s", saas_error_last()->message);
+		saas__error_raise(&failed);
+	}
 	return rc < 0 ? saas__error_wrap(rc, "saving the VM's state") : SAAS_OK;
 }
 
