@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "client/provider.h"
-#include "saas/sys/store.h"
+#include "util/util.h"
 
 #define CHECK_CLIENT(c)                                      \
 	do {                                                     \
@@ -54,17 +54,6 @@ int saas__check_path(const char *path, bool required)
 			                   SAAS_NAME_MAX);
 	}
 	return SAAS_OK;
-}
-
-/* Image names become file names on the host: keep them to a safe alphabet. */
-bool saas__valid_image(const char *s)
-{
-	if (!s || !*s || strlen(s) > SAAS_STORE_IMAGE_MAX || s[0] == '.' || s[0] == '-')
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
-			return false;
-	return true;
 }
 
 SAAS_EXTERN(const char *) saas_client_account_id(const saas_client *c)

@@ -16,8 +16,6 @@
 /* Where a relative guest path lands. */
 #define SAAS_WORKSPACE "/workspace"
 
-/* Image names become file names on the host: a safe alphabet only (client/client.c). */
-bool saas__valid_image(const char *s);
 /* A list of "KEY=VALUE" within bounds, keys unique (shell names when `shell`): SAAS_EINVAL naming `what` otherwise. */
 int saas__pairs_check(const char *const *list, size_t max, size_t key_max, size_t value_max, bool shell,
                       const char *what);

@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "util/util.h"
 
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 60000

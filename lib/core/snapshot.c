@@ -496,18 +496,6 @@ static void *fork_worker(void *arg)
  * child is begun after it, and those made are left in r->made for the caller
  * to undo once all workers are done.
  */
-static int fork_children(struct fork_run *r);
-
-static void *fork_children_main(void *arg)
-{
-	struct fork_run *r = arg;
-
-	/* Its error is kept in r (r->rc, r->k) for the caller. */
-	if (fork_children(r) < 0)
-		saas__error_clear();
-	return NULL;
-}
-
 static int fork_children(struct fork_run *r)
 {
 	pthread_t threads[SAAS_FORK_AT_ONCE];
@@ -522,6 +510,16 @@ static int fork_children(struct fork_run *r)
 		return saas__error_raise(&r->k);
 	saas__error_clear();
 	return SAAS_OK;
+}
+
+static void *fork_children_main(void *arg)
+{
+	struct fork_run *r = arg;
+
+	/* Its error is kept in r (r->rc, r->k) for the caller. */
+	if (fork_children(r) < 0)
+		saas__error_clear();
+	return NULL;
 }
 
 static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, const saas_size *size, const char *snap,

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "saas/sys/store.h"
 #include "util/error.h"
 #include "util/sha256.h"
 #include "util/util.h"
@@ -147,6 +148,16 @@ bool saas__valid_text(const char *s, size_t max)
 		if (n >= max || *p < 0x20 || *p == 0x7f)
 			return false;
 	}
+	return true;
+}
+
+bool saas__valid_image(const char *s)
+{
+	if (!s || !*s || strlen(s) > SAAS_STORE_IMAGE_MAX || s[0] == '.' || s[0] == '-')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return false;
 	return true;
 }
 

@@ -61,6 +61,14 @@ char *saas__strdup(const char *s);
 /* Is `s` non-NULL, non-empty, at most `max` bytes and free of control characters? */
 bool saas__valid_text(const char *s, size_t max);
 
+/*
+ * Is `s` an image's name: non-NULL, 1 to SAAS_STORE_IMAGE_MAX (63) bytes of
+ * [a-z0-9._-], not led by '.' or '-'? Image names become file and directory
+ * names on the host (the client's checks, the pools, the libvirt driver's
+ * remembered templates), so only this safe alphabet.
+ */
+bool saas__valid_image(const char *s);
+
 /* Is `s` (len bytes) well-formed UTF-8 (no overlongs, no surrogates)? */
 bool saas__valid_utf8(const char *s, size_t len);
 

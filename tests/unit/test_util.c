@@ -372,6 +372,20 @@ static void test_text(void **state)
 	assert_false(saas__valid_text("a\tb", 10));
 	assert_false(saas__valid_text("a\x7f", 10));
 	assert_true(saas__valid_text("caf\xc3\xa9", 10));
+	/* Image names: [a-z0-9._-], 1 to 63 bytes, not led by '.' or '-'. */
+	assert_true(saas__valid_image("python-3.12_x"));
+	assert_true(saas__valid_image("0"));
+	assert_true(saas__valid_image("a..b"));
+	assert_true(saas__valid_image("abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0")); /* 63 */
+	assert_false(saas__valid_image("abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz01"));
+	assert_false(saas__valid_image(NULL));
+	assert_false(saas__valid_image(""));
+	assert_false(saas__valid_image(".hidden"));
+	assert_false(saas__valid_image("-x"));
+	assert_false(saas__valid_image("Tiny"));
+	assert_false(saas__valid_image("a/b"));
+	assert_false(saas__valid_image("a b"));
+	assert_false(saas__valid_image("caf\xc3\xa9"));
 	assert_true(saas__valid_utf8("plain", 5));
 	assert_true(saas__valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14));
 	assert_true(saas__valid_utf8("a\0b", 3));

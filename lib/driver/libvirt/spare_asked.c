@@ -34,20 +34,12 @@
 #include "driver/libvirt/spare_asked.h"
 #include "driver/libvirt/template.h"
 #include "util/file.h"
+#include "util/util.h"
 
 /* What a shape in the file may say: beyond any size an engine offers, so that only nonsense is refused. */
 #define ASKED_VCPUS_MAX 1024
 #define ASKED_MEMORY_MB_MAX (16u << 20)
 #define ASKED_DISK_GB_MAX (1u << 20)
-
-/* An image's name as an image directory's may be: [a-z0-9._-], not led by '.' or '-'. */
-static bool asked_image_ok(const char *s)
-{
-	size_t len = strlen(s);
-
-	return len > 0 && len < sizeof(((struct saas__lv_asked *)0)->image) && s[0] != '.' && s[0] != '-' &&
-	       strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == len;
-}
 
 /* One entry of the file, checked whole: 0, or -1 with why. */
 static int asked_entry(struct saas__lv_asked *a, json_t *j, char *why, size_t whylen)
@@ -62,7 +54,7 @@ static int asked_entry(struct saas__lv_asked *a, json_t *j, char *why, size_t wh
 		snprintf(why, whylen, "an entry without a template's key");
 		return -1;
 	}
-	if (!image || !asked_image_ok(image)) {
+	if (!image || !saas__valid_image(image)) {
 		snprintf(why, whylen, "template %s: no image name", key);
 		return -1;
 	}

@@ -2,18 +2,20 @@
 # Fork, pause and resume with real VMs over REST (the libvirt driver's
 # snapshots, driver table version 4): a file and a running process survive a
 # pause and resume; a fork's children are distinct machines (hostname,
-# boot id, urandom) that start from the parent's files and process, and are
-# billed on their own; the parent runs on. One sandbox is booted; the
-# children are restores. While the driver cannot snapshot (the server answers
+# boot id, urandom) that start from the parent's files and process, stream
+# an exec's output as it is written (SSE), open a terminal (the WebSocket
+# route) and are billed on their own; the parent runs on. One sandbox is
+# booted; the children are restores. While the driver cannot snapshot (the server answers
 # 501 not_supported, before any sandbox is looked up) the test prints why and
 # passes without booting anything.
 # Every sandbox is destroyed and every QEMU of this run killed afterwards.
 #
-# usage: test_fork_vm.sh AAS_SERVER IMAGE_DIR STATE_DIR
+# usage: test_fork_vm.sh AAS_SERVER WSTOOL IMAGE_DIR STATE_DIR
 . "$(dirname "$0")/common.sh"
 SERVER=$1
-IMAGES=$2
-STATE=$3
+WSTOOL=$2
+IMAGES=$3
+STATE=$4
 admin() { "$SERVER" "$@" --state-dir "$STATE"; }
 before_stop() {
 	local ids
@@ -81,6 +83,28 @@ check "child 1 is its own machine" test "$(sed -n 2p <<<"$IDS1")" = "$K1" -a "$(
 check "the children differ (urandom)" test "$(sed -n 3p <<<"$IDS1")" != "$(sed -n 3p <<<"$IDS2")"
 auth PUT "/v1/sandboxes/${K1}/files?path=kept.txt" --data-binary 'child 1'
 auth GET "/v1/sandboxes/${K2}/files?path=kept.txt"; check "a write in one child is not in the other" test "$BODY" = 'written before'
+# A child's exec as an event stream: the first line comes alone, before the pause ends, then the
+# second and the exit.
+events() { sed -n 's/^event: //p' "$1" | tr '\n' ' ' | sed 's/ $//'; }
+data() { awk -v n="$2" '/^event: /{e=substr($0, 8)} /^data: /{if (e == n) print substr($0, 7)}' "$1"; }
+curl -sS -N --max-time 60 -o "${WORK}/child-stream" -H "Authorization: Bearer ${KEY}" -H 'Accept: text/event-stream' \
+	-d '{"command":"echo one; sleep 1; echo two $(hostname)"}' "${BASE}/v1/sandboxes/${K1}/exec"
+check "$K1 streams an exec: $(events "${WORK}/child-stream")" \
+	grep -Eq '^started stdout (stdout )+exit$' <<<"$(events "${WORK}/child-stream")"
+check "$K1: the first line in an event of its own" test "$(data "${WORK}/child-stream" stdout | head -n 1 | jq -j .data)" = one
+check "$K1: both lines, the child's own name in the second" \
+	test "$(data "${WORK}/child-stream" stdout | jq -j .data)" = $'one\ntwo '"$K1"
+check "$K1: the exit event: $(data "${WORK}/child-stream" exit)" \
+	test "$(data "${WORK}/child-stream" exit | jq -r '.status + " " + (.exit_code|tostring)')" = "exited 0"
+# A terminal on a child: its login shell in the child's machine, with the parent's files, and its exit status.
+# (Typed 'C""HILD' prints CHILD: the output, never the terminal's echo of the typing.)
+OUT=$(timeout 60 "$WSTOOL" pty 127.0.0.1 "$PORT" "/v1/sandboxes/${K2}/pty" "$KEY" \
+	'send:echo C""HILD $(hostname) $(cat /workspace/kept.txt) $(tty)\r' "wait:CHILD ${K2} " 'send:exit 5\r')
+RC=$?
+check "a terminal on $K2 runs to its end ($RC)" test "$RC" = 0
+LINE=$(grep -a "CHILD ${K2} " <<<"$OUT" | tail -n 1 | tr -d '\r')
+check "the terminal is $K2's, with the parent's file, on a pts: $LINE" grep -q "^CHILD ${K2} written before /dev/pts/" <<<"$LINE"
+check "its exit status before the close" grep -aq '^text: {"type":"exit","status":5}$' <<<"$OUT"
 # Billed separately: each child its own cost, from its own ready time.
 auth DELETE "/v1/sandboxes/${K1}"; C1=$(jqr .cost_usd_micro); R1=$(jqr .ready_at)
 auth DELETE "/v1/sandboxes/${K2}"; C2=$(jqr .cost_usd_micro)
