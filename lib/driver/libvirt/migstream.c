@@ -62,7 +62,7 @@
 #define CAPS_MAX 64u
 
 struct io {
-	int in, out, ram, copy;
+	int in, out, ram;
 	unsigned char *rbuf, *wbuf;
 	size_t rlen, rat, wlen;
 	uint64_t out_bytes;
@@ -318,13 +318,11 @@ static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t at)
 	return SAAS_OK;
 }
 
-/* The pages gathered, into the memory file (and its copy) at their offsets. */
+/* The pages gathered, into the memory file at their offsets. */
 static int run_flush(struct io *io)
 {
-	int rc = SAAS_OK;
+	int rc = io->run_len ? pwrite_all(io->ram, io->run, io->run_len, io->run_at) : SAAS_OK;
 
-	if (io->run_len && (rc = pwrite_all(io->ram, io->run, io->run_len, io->run_at)) == SAAS_OK && io->copy >= 0)
-		rc = pwrite_all(io->copy, io->run, io->run_len, io->run_at);
 	io->run_len = 0;
 	return rc;
 }
@@ -354,8 +352,7 @@ static int block_page(struct io *io, struct ram *r, uint64_t offset, bool zero)
 		r->written[n / 8] &= (unsigned char)~(1u << (n % 8));
 		if ((rc = run_flush(io)) < 0)
 			return rc;
-		if (fallocate(io->ram, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, PAGE) < 0 ||
-		    (io->copy >= 0 && fallocate(io->copy, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, PAGE) < 0))
+		if (fallocate(io->ram, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, PAGE) < 0)
 			return io_fail("clearing a page of", errno);
 		return SAAS_OK;
 	}
@@ -500,10 +497,10 @@ static int split(struct io *io, struct ram *r)
 	}
 }
 
-int saas__lv_stream_split(int in, int out, int ram, int copy, const char *block, uint64_t bytes,
+int saas__lv_stream_split(int in, int out, int ram, const char *block, uint64_t bytes,
                           struct saas__lv_split_stats *st)
 {
-	struct io io = { in, out, ram, copy, malloc(BUF), malloc(BUF), 0, 0, 0, 0, malloc(RUN_MAX), 0, 0 };
+	struct io io = { in, out, ram, malloc(BUF), malloc(BUF), 0, 0, 0, 0, malloc(RUN_MAX), 0, 0 };
 	struct ram r;
 	int rc;
 

@@ -18,20 +18,19 @@ struct saas__lv_split_stats {
  * Split the migration stream read from `in` (QEMU 7.2's precopy format, as
  * saas__lv_state_save writes it with x-ignore-shared on: no compression,
  * XBZRLE, multifd or postcopy) in two: the pages of RAM block `block`,
- * written at their offsets into `ram` (and into `copy` too, when it is not
- * -1: the same bytes at the same offsets), and everything else, written to
+ * written at their offsets into `ram`, and everything else, written to
  * `out` as a stream QEMU loads with x-ignore-shared on into a VM whose block
- * `block` maps `ram`'s content. `ram` and `copy` hold `bytes` bytes of holes
+ * `block` maps `ram`'s content. `ram` holds `bytes` bytes of holes
  * on entry, the block's length, which the stream must give it.
  *
  * The stream is read as hostile bytes (a VM's QEMU wrote it): every length
  * and offset is bounded. SAAS_ENOTSUP when it holds anything this does not
  * know (another QEMU's format, a capability set): the caller keeps the whole
- * stream instead, and `out`, `ram` and `copy` are to be thrown away;
+ * stream instead, and `out` and `ram` are to be thrown away;
  * SAAS_EIO for a read or a write that failed. Pure: touches nothing but the
- * four descriptors.
+ * three descriptors.
  */
-int saas__lv_stream_split(int in, int out, int ram, int copy, const char *block, uint64_t bytes,
+int saas__lv_stream_split(int in, int out, int ram, const char *block, uint64_t bytes,
                           struct saas__lv_split_stats *st);
 
 #endif

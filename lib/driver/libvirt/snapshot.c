@@ -811,7 +811,7 @@ static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint
 	else if ((in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
 	         (out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the fork's files: %s", strerror(errno));
-	else if ((rc = saas__lv_stream_split(in, out, fd, -1, MEM_ID, bytes, &st)) == SAAS_OK)
+	else if ((rc = saas__lv_stream_split(in, out, fd, MEM_ID, bytes, &st)) == SAAS_OK)
 		rc = saas__lv_memfd_seal(fd);
 	if (in >= 0)
 		close(in);
