@@ -18,6 +18,8 @@
  * stays in its state, loaded by the resume. Once resumed, the VM is paused
  * again with a command running (and writing) on its control port: it runs
  * on after the second resume, and the resume's fix-ups go over the port.
+ * Before the pause, one whose state cannot be written (its filesystem full)
+ * fails and leaves the VM running, with nothing of it left.
  * As root, every VM's QEMU runs under a uid of its own.
  *
  * Prints what a fork, a pause and a resume took (ms) and what a pause wrote
@@ -43,6 +45,7 @@
  *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -52,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -1074,12 +1078,42 @@ static void pause_with_port_command(void)
 	check(drv->snapshot_delete(ctx, "t-pause-held"), "snapshot_delete");
 }
 
+/*
+ * A save that fails once begun: the state's filesystem fills up (a tmpfs of
+ * 1 MiB over the snapshots' directory, as root). The pause fails, saying so,
+ * QEMU's migration is over (cancelled), nothing of the snapshot is left, and
+ * the VM runs on with all it had.
+ */
+static void pause_fails_on_full_storage(void)
+{
+	char snaps[4200];
+	int rc;
+
+	if (geteuid() != 0) {
+		printf("not root: a save that fails on a full filesystem is not tested (it mounts a tmpfs)\n");
+		return;
+	}
+	snprintf(snaps, sizeof(snaps), "%s/libvirt/snapshots", state_dir);
+	if (mount("aas-test-full", snaps, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,mode=0700") != 0)
+		fail_msg("mount a tmpfs on %s: %s", snaps, strerror(errno));
+	rc = drv->vm_snapshot(ctx, PARENT, "t-full", 0, NULL);
+	if (umount2(snaps, MNT_DETACH) != 0)
+		fail_msg("umount %s: %s", snaps, strerror(errno));
+	assert_true(rc < 0);
+	assert_non_null(strstr(saas_error_last()->message, "saving the VM's state"));
+	assert_int_equal(vm_state(PARENT), SAAS_VM_RUNNING);
+	assert_survived(PARENT);
+	assert_false(listed("t-full"));
+	assert_false(kept("t-full"));
+}
+
 /* Pause and resume: the VM gone into its snapshot, then restored under its own name. */
 static void test_pause_resume(void **state)
 {
 	int64_t bytes = 0, t0, pause_ms, resume_ms;
 
 	(void)state;
+	pause_fails_on_full_storage();
 	t0 = vmtest_now_ms();
 	check(drv->vm_snapshot(ctx, PARENT, "t-pause", 0, &bytes), "vm_snapshot keep=0");
 	pause_ms = vmtest_now_ms() - t0;
