@@ -440,7 +440,7 @@ struct fork_run {
 	unsigned int next;               /* under mu: the next child to make */
 	bool made[SAAS_FORK_MAX];        /* under mu: child i is made, and is undone if the fork fails */
 	int rc;                          /* under mu: the first failure; no child is begun after it */
-	struct saas__kept_error k;             /* under mu: its error, as its thread had it */
+	struct saas__kept_error k;       /* under mu: its error, as its thread had it */
 };
 
 /* Make one child from the snapshot: a create whose VM is a restore, its lease held as a create's (sandbox.c). */

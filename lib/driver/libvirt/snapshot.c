@@ -976,8 +976,6 @@ static int stream_as_state(const char *dir)
 	return rc;
 }
 
-/* ---- the slots ------------------------------------------------------------------------------- */
-
 /* ---- a fork's children begun while its snapshot is taken ------------------------------------ */
 
 static struct forking **forking_at(struct drv *d, const char *snap)
@@ -1138,6 +1136,8 @@ static void fork_unpublish(struct drv *d, const char *tmp, const char *dir, cons
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s, which failed, cannot be taken out of place: %s", snap,
 		             strerror(errno));
 }
+
+/* ---- the slots ------------------------------------------------------------------------------- */
 
 static int snapshot_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes);
 
