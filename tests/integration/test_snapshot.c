@@ -20,7 +20,8 @@
  * on after the second resume, and the resume's fix-ups go over the port.
  * Before the pause, one whose files cannot be written (their filesystem
  * full, or another than the VM's disk) fails and leaves the VM running,
- * with nothing of it left.
+ * with nothing of it left; so does one whose saved state grows past its
+ * bound, as an escaped QEMU's could.
  * As root, every VM's QEMU runs under a uid of its own.
  *
  * Prints what a fork, a pause and a resume took (ms) and what a pause wrote
@@ -47,8 +48,10 @@
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1111,6 +1114,74 @@ static void pause_fails_on_full_storage(void)
 	assert_false(kept("t-full"));
 }
 
+/*
+ * A writer that grows a save's file, as an escaped QEMU could: once the
+ * file of snapshot snap is there, it is made 64 GiB long (sparse).
+ */
+struct grower {
+	const char *snap;
+	volatile int stop;
+	int grown;
+};
+
+static void *grower_main(void *arg)
+{
+	static const char *const files[] = { ".tmp/stream", ".tmp/state", "/stream", "/state" };
+	struct grower *g = arg;
+	char path[4300];
+
+	while (!g->stop && !g->grown) {
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !g->grown; i++) {
+			int fd;
+			snprintf(path, sizeof(path), "%s/libvirt/snapshots/%s%s", state_dir, g->snap, files[i]);
+			if ((fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+				continue;
+			g->grown = ftruncate(fd, (off_t)64 << 30) == 0;
+			close(fd);
+		}
+		usleep(500);
+	}
+	return NULL;
+}
+
+/*
+ * A pause whose saved state grows past its bound (the guest's RAM and
+ * STATE_MARGIN_MIB): the grower above, run real-time (as root) so that it
+ * acts while the save goes on (at least ~100 ms of QEMU's writes), makes the
+ * file 64 GiB long. The save is cancelled, the pause fails saying why, the
+ * VM runs on with all it had, and nothing of the snapshot is left.
+ */
+static void pause_fails_past_its_bound(void)
+{
+	struct grower g = { "t-big", 0, 0 };
+	struct sched_param prio = { .sched_priority = 1 };
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (geteuid() != 0) {
+		printf("not root: a save grown past its bound is not tested (its writer runs real-time)\n");
+		return;
+	}
+	assert_int_equal(pthread_attr_init(&attr), 0);
+	assert_int_equal(pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED), 0);
+	assert_int_equal(pthread_attr_setschedpolicy(&attr, SCHED_FIFO), 0);
+	assert_int_equal(pthread_attr_setschedparam(&attr, &prio), 0);
+	assert_int_equal(pthread_create(&t, &attr, grower_main, &g), 0);
+	pthread_attr_destroy(&attr);
+	rc = drv->vm_snapshot(ctx, PARENT, g.snap, 0, NULL);
+	g.stop = 1;
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(g.grown);
+	assert_true(rc < 0);
+	if (!strstr(saas_error_last()->message, "grew past its bound"))
+		fail_msg("the pause grown past its bound said: %s", saas_error_last()->message);
+	assert_int_equal(vm_state(PARENT), SAAS_VM_RUNNING);
+	assert_survived(PARENT);
+	assert_false(listed(g.snap));
+	assert_false(kept(g.snap));
+}
+
 /* Pause and resume: the VM gone into its snapshot, then restored under its own name. */
 static void test_pause_resume(void **state)
 {
@@ -1118,6 +1189,7 @@ static void test_pause_resume(void **state)
 
 	(void)state;
 	pause_fails_on_full_storage();
+	pause_fails_past_its_bound();
 	t0 = vmtest_now_ms();
 	check(drv->vm_snapshot(ctx, PARENT, "t-pause", 0, &bytes), "vm_snapshot keep=0");
 	pause_ms = vmtest_now_ms() - t0;

@@ -51,7 +51,7 @@ static int clone_state_in(struct launch *l, const char *state_path, const struct
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "%s took too long", what);
 		saas__sleep_ms(2);
 	}
-	if ((rc = saas__lv_qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
+	if ((rc = saas__lv_qmp_migration_wait(l->d, l->dom, 1000, -1, 0, NULL)) < 0)
 		return saas__error_wrap(rc, "%s", what);
 	return SAAS_OK;
 }

@@ -175,6 +175,12 @@ struct stat;
 #define LAUNCH_START_RETRY_MS 100           /* this long apart, doubling (boot.c, saas__lv_virt_transient) */
 #define TEMPLATE_SAVE_STALL_MS 120000      /* a state save (template, pause, fork) with no progress this long fails */
 /*
+ * A state save's file holds at most the guest's RAM and this much more (its
+ * devices' state, video memory, the stream's page headers): past it the save
+ * is cancelled (qmp.c). Checked at each poll, at most 100 ms apart.
+ */
+#define STATE_MARGIN_MIB 256
+/*
  * A mapped template's RAM stays in memory for as long as the template does,
  * and can grow to the guest's whole RAM (clones reading never-written pages
  * fill them in): one is built only while the host has that much available

@@ -3,9 +3,11 @@
  * clones need that libvirt does not offer (a migration to and from a file
  * descriptor, with x-ignore-shared next).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <libvirt/libvirt-qemu.h>
 
@@ -54,6 +56,27 @@ int saas__lv_qmp_getfd(virDomainPtr dom, const char *fdname, int fd)
 }
 
 /*
+ * A save's file against its bound: what it takes on storage is its length,
+ * or the blocks given it where a writer allocated past its end.
+ */
+static int within_bound(int fd, int64_t max_bytes)
+{
+	struct stat st;
+	int64_t held;
+
+	if (fd < 0)
+		return SAAS_OK;
+	if (fstat(fd, &st) != 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the saved state's file: %s", strerror(errno));
+	held = (int64_t)st.st_blocks * 512 > (int64_t)st.st_size ? (int64_t)st.st_blocks * 512 : (int64_t)st.st_size;
+	if (held <= max_bytes)
+		return SAAS_OK;
+	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0,
+	                   "the saved state grew past its bound of %lld MiB (the guest's RAM and %d MiB): %lld MiB",
+	                   (long long)(max_bytes >> 20), STATE_MARGIN_MIB, (long long)(held >> 20));
+}
+
+/*
  * Poll query-migrate until the migration completed (SAAS_OK) or failed.
  * stall_ms bounds the time without progress (RAM transferred), not the whole
  * save: a paused VM's state is finite, so a save that moves is never cut
@@ -61,8 +84,14 @@ int saas__lv_qmp_getfd(virDomainPtr dom, const char *fdname, int fd)
  * all of it: 70-85 s under TCG on a quiet 2-core host, past a fixed 120 s
  * under load). The poll backs off from 2 ms to 100 ms: each one is a QMP round
  * trip through libvirtd, CPU the save itself wants.
+ *
+ * fd (or -1), the file being written, is held to max_bytes on storage at
+ * each poll and at the end: a QEMU (an escaped one) writes what it likes,
+ * and its progress says nothing of it. Past the bound the wait fails, and
+ * its caller cancels the migration.
  */
-int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t stall_ms, int64_t *bytes)
+int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t stall_ms, int fd, int64_t max_bytes,
+                                int64_t *bytes)
 {
 	int64_t last_moved = saas__now_ms(), seen = -1, nap = 2;
 
@@ -76,6 +105,10 @@ int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t stall_m
 		status = json_string_value(json_object_get(r, "status"));
 		ram = json_object_get(r, "ram");
 		moved = json_integer_value(json_object_get(ram, "transferred"));
+		if ((rc = within_bound(fd, max_bytes)) < 0) {
+			json_decref(r);
+			return rc;
+		}
 		if (status && strcmp(status, "completed") == 0) {
 			if (bytes)
 				*bytes = moved;

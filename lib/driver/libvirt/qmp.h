@@ -10,6 +10,8 @@
 
 int saas__lv_qmp(virDomainPtr dom, const char *cmd, int fd, json_t **ret);
 int saas__lv_qmp_getfd(virDomainPtr dom, const char *fdname, int fd);
-int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t stall_ms, int64_t *bytes);
+/* A migration's end; fd (or -1) the file it writes, held to max_bytes (qmp.c). */
+int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t stall_ms, int fd, int64_t max_bytes,
+                                int64_t *bytes);
 
 #endif

@@ -322,42 +322,51 @@ static void template_mark(struct drv *d, const char *key, enum tmpl_state state)
  * Save a paused VM's memory and device state to path (QMP migrate to an fd):
  * a template's, and a snapshot's (snapshot.c). ignore_shared: RAM mapped
  * shared is left out (x-ignore-shared); set on every save, as a QEMU keeps
- * its capabilities from one migration to the next. A save that fails once
- * begun is cancelled: a migration left running would stop the VM when it
- * ends, after the caller ran it again.
+ * its capabilities from one migration to the next. The file is held to the
+ * guest's RAM and STATE_MARGIN_MIB. A save that fails once begun is
+ * cancelled: a migration left running would stop the VM when it ends, after
+ * the caller ran it again.
  */
 int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool ignore_shared, int64_t *bytes)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600), rc, undo_level = SAAS_LOG_DEBUG;
 	const char *undo = NULL;
+	virDomainInfo info;
 	char caps[160];
 
 	if (fd < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
 	snprintf(caps, sizeof(caps), "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
 	         "[{\"capability\":\"x-ignore-shared\",\"state\":%s}]}}", ignore_shared ? "true" : "false");
+	/* The bound's RAM is the domain's, as the engine defined it (KiB). */
+	rc = virDomainGetInfo(dom, &info) < 0 ? saas__lv_virt_error("the VM's memory") : SAAS_OK;
 	/* QEMU caps migration bandwidth by default (128 MiB/s); a file takes what it gets. */
-	rc = saas__lv_qmp(dom, caps, -1, NULL);
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp(dom, caps, -1, NULL);
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":1099511627776}}",
 		                  -1, NULL);
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp_getfd(dom, "aas-save", fd);
-	close(fd);
-	if (rc < 0)
+	if (rc < 0) {
+		close(fd);
 		return saas__error_wrap(rc, "saving the VM's state");
+	}
 	/* A migrate refused leaves the descriptor with QEMU, named: let go of. */
-	if ((rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL)) < 0)
+	if ((rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL)) < 0) {
 		undo = "{\"execute\":\"closefd\",\"arguments\":{\"fdname\":\"aas-save\"}}";
-	else if ((rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_STALL_MS, bytes)) < 0)
+	} else if ((rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_STALL_MS, fd,
+	                                             ((int64_t)(info.maxMem >> 10) + STATE_MARGIN_MIB) << 20, bytes)) < 0) {
 		undo = "{\"execute\":\"migrate_cancel\"}";
+		undo_level = SAAS_LOG_WARN;
+	}
+	close(fd);
 	if (undo) {
 		struct saas__kept_error failed;
 		saas__error_keep(&failed, rc);
 		/* The descriptor may be QEMU's own by then: not found is no news. */
 		if (saas__lv_qmp(dom, undo, -1, NULL) < 0)
-			saas__lv_log(d, strstr(undo, "cancel") ? SAAS_LOG_WARN : SAAS_LOG_DEBUG, "a failed save could not be "
-			             "undone: %s", saas_error_last()->message);
+			saas__lv_log(d, undo_level, "a failed save could not be undone: %s", saas_error_last()->message);
 		saas__error_raise(&failed);
 	}
 	return rc < 0 ? saas__error_wrap(rc, "saving the VM's state") : SAAS_OK;
