@@ -700,6 +700,7 @@ static int group_setup(void **state)
 	vmtest_state_parent_traversable(state_dir);
 	if (sh("mkdir -p '%s'", state_dir) != 0)
 		return -1;
+	vmtest_own_qemus(state_dir);
 	snprintf(config, sizeof(config), "images=%s templates=off boot_timeout=600", images);
 	memset(&env, 0, sizeof(env));
 	env.state_dir = state_dir;

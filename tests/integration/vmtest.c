@@ -184,7 +184,7 @@ static bool qemu_of(const char *dir, const char *table)
 	bool found = false;
 
 	snprintf(mine, sizeof(mine), "%s/", dir);
-	snprintf(root, sizeof(root), "/%s/", table + 11);
+	snprintf(root, sizeof(root), "/%.16s/", table + 11);
 	while (d && !found && (e = readdir(d))) {
 		char cmd[65536];
 		size_t len;
@@ -305,6 +305,7 @@ saas_engine_options vmtest_engine_options(const char *state_dir, const char *dri
 
 	vmtest_state_parent_traversable(state_dir);
 	vmtest_egress_leftovers_near(state_dir);
+	vmtest_own_qemus(state_dir);
 
 	o.state_dir = state_dir;
 	o.driver_config = driver_config;
@@ -375,6 +376,37 @@ int sh(const char *fmt, ...)
 	return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+/* The embedded roots' "/HASH/" of the engines' state directories vmtest_own_qemus was given. */
+static char own_roots[8][20];
+static size_t own_n;
+
+void vmtest_own_qemus(const char *state_dir)
+{
+	char table[32], root[sizeof(own_roots[0])];
+
+	vmtest_egress_table(state_dir, table, sizeof(table));
+	assert_true(table[0]);
+	snprintf(root, sizeof(root), "/%.16s/", table + 11);
+	for (size_t i = 0; i < own_n; i++)
+		if (strcmp(own_roots[i], root) == 0)
+			return;
+	assert_true(own_n < sizeof(own_roots) / sizeof(own_roots[0]));
+	memcpy(own_roots[own_n++], root, sizeof(root));
+}
+
+/* Is a QEMU's command line (its arguments joined by spaces) one of this test's engines'? */
+static bool qemu_own(const char *cmd)
+{
+	if (own_n == 0)
+		return true;
+	if (!strstr(cmd, "aas-libvirt"))
+		return false;
+	for (size_t i = 0; i < own_n; i++)
+		if (strstr(cmd, own_roots[i]))
+			return true;
+	return false;
+}
+
 pid_t qemu_pid(const char *name)
 {
 	DIR *proc = opendir("/proc");
@@ -383,17 +415,23 @@ pid_t qemu_pid(const char *name)
 	pid_t found = 0;
 
 	while (proc && !found && (e = readdir(proc))) {
-		char args[8192];
+		char args[65536];
+		bool named = false;
 		size_t n;
 		if (e->d_name[0] < '1' || e->d_name[0] > '9' || !(n = proc_cmdline(e->d_name, args, sizeof(args))))
 			continue;
 		/* The arguments are NUL-separated; QEMU's -name takes "guest=NAME,debug-threads=on". */
-		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
+		for (size_t i = 0; i < n && !named; i += strlen(args + i) + 1) {
 			const char *a = args + i;
-			if (strncmp(a, "guest=", 6) == 0 && strncmp(a + 6, name, nlen) == 0 &&
-			    (a[6 + nlen] == ',' || a[6 + nlen] == '\0'))
-				found = (pid_t)atoi(e->d_name);
+			named = strncmp(a, "guest=", 6) == 0 && strncmp(a + 6, name, nlen) == 0 &&
+			        (a[6 + nlen] == ',' || a[6 + nlen] == '\0');
 		}
+		if (!named)
+			continue;
+		for (size_t i = 0; i + 1 < n; i++)
+			args[i] = args[i] ? args[i] : ' ';
+		if (qemu_own(args))
+			found = (pid_t)atoi(e->d_name);
 	}
 	if (proc)
 		closedir(proc);

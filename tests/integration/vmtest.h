@@ -152,7 +152,15 @@ void vmtest_egress_leftovers_near(const char *state_dir);
 int vmtest_listen_everywhere(unsigned int *port);
 int vmtest_accepted(int fd);
 
-/* The pid of the QEMU running the domain called name (an argument guest=NAME[,...]), or 0. */
+/*
+ * The QEMUs qemu_pid looks at: those of engines on state_dir (their
+ * embedded root, .../aas-libvirt[-UID]/HASH/, on their command line), so
+ * that another test run on the host, with VMs of the same names, is not
+ * taken for this one's. vmtest_engine_options calls it; a test that opens
+ * the driver itself does too. Without a call, qemu_pid looks at every QEMU.
+ */
+void vmtest_own_qemus(const char *state_dir);
+/* The pid of the QEMU running the domain called name (an argument guest=NAME[,...]) of this test's engines, or 0. */
 pid_t qemu_pid(const char *name);
 
 /* The first word of a /proc/PID/status field ("Uid:"), as a number in base; fails if absent. */
