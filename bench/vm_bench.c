@@ -1429,6 +1429,45 @@ static uint64_t pool_claims(void)
 	return n;
 }
 
+/* The host's CPU and this process's (the engine, libvirt embedded in it) at a moment. */
+struct cpu_at {
+	unsigned long long busy, all;
+	double self_s;
+};
+
+static void cpu_mark(struct cpu_at *c)
+{
+	unsigned long long v[8] = { 0 };
+	struct rusage ru;
+	FILE *f = fopen("/proc/stat", "re");
+
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+	                 &v[6], &v[7]) != 8)
+		memset(v, 0, sizeof(v));
+	if (f)
+		fclose(f);
+	c->all = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+	c->busy = c->all - v[3] - v[4];
+	getrusage(RUSAGE_SELF, &ru);
+	c->self_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	            ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Where a burst's CPU went, on stderr: the host busy, this process's share, the rest (the QEMUs, others). */
+static void cpu_say(const struct cpu_at *before, const char *what, double wall_ms)
+{
+	struct cpu_at now;
+	double hz = (double)sysconf(_SC_CLK_TCK), busy_s, self_s;
+
+	cpu_mark(&now);
+	busy_s = (double)(now.busy - before->busy) / hz;
+	self_s = now.self_s - before->self_s;
+	fprintf(stderr, "vm_bench: %s: %.1f s; the host busy %.0f%% (%.1f CPU-s), the engine and libvirt %.1f CPU-s, "
+	        "the rest (QEMUs, others) %.1f CPU-s\n", what, wall_ms / 1000,
+	        now.all > before->all ? 100.0 * (double)(now.busy - before->busy) / (double)(now.all - before->all) : 0,
+	        busy_s, self_s, busy_s - self_s);
+}
+
 static void phase_burst(char **images, int way, const char *dir)
 {
 	struct bench_engine *b = way == 3 ? &pool : &cloned;
@@ -1436,6 +1475,7 @@ static void phase_burst(char **images, int way, const char *dir)
 	int made, ahead, i = res->bu_n[way];
 	uint64_t claims = 0;
 	double ms, median;
+	struct cpu_at cpu;
 
 	snprintf(spec, sizeof(spec), "small:%s=%d", images[0], at_once);
 	spares_opt = way == 2 ? "16" : NULL; /* NULL: the driver's default */
@@ -1460,7 +1500,9 @@ static void phase_burst(char **images, int way, const char *dir)
 	made = clones_made;
 	ahead = clones_ahead;
 	pthread_mutex_unlock(&log_mu);
+	cpu_mark(&cpu);
 	ms = at_once_ms(b, images[0], at_once, &median);
+	cpu_say(&cpu, burst_ways[way], ms);
 	pthread_mutex_lock(&log_mu);
 	made = clones_made - made;
 	ahead = clones_ahead - ahead;
@@ -1489,7 +1531,8 @@ static int burst_main(const char *dir, const char *image)
 	load_now(res->load[0], sizeof(res->load[0]));
 	for (int r = 0; r < rounds && r < SPARE_SAMPLES; r++)
 		for (int way = 0; way < BURST_WAYS; way++)
-			run_child(burst_ways[way], phase_burst, images, way, dir);
+			if (!getenv("BENCH_BURST_WAYS") || strchr(getenv("BENCH_BURST_WAYS"), '0' + way))
+				run_child(burst_ways[way], phase_burst, images, way, dir);
 	load_now(res->load[1], sizeof(res->load[1]));
 	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
 	printf("| %d creates of `%s` at once (%d rounds, alternating) | all ran `true` (each round) | the median create "
