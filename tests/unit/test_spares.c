@@ -295,6 +295,26 @@ static void test_same_instant(void **state)
 	assert_int_equal(p.target, 5);
 }
 
+/* When a spare thread begins a spare the plan wants: after the hold, or at once in a stream, never into a burst's clones. */
+static void test_may_begin(void **state)
+{
+	struct saas__lv_spare_plan calm = { .target = 1 }, stream = { .target = 4, .now = true };
+
+	(void)state;
+	/* A lone create: its replacement waits for the create's end and the hold after it. */
+	assert_false(saas__lv_spare_may_begin(&calm, 1, 2, 5000, 0));
+	assert_false(saas__lv_spare_may_begin(&calm, 0, 2, 5000, 5001));
+	assert_true(saas__lv_spare_may_begin(&calm, 0, 2, 5001, 5001));
+	/* Creates faster than the makes: no hold, and one create under way does not stop it. */
+	assert_true(saas__lv_spare_may_begin(&stream, 0, 2, 5000, 7000));
+	assert_true(saas__lv_spare_may_begin(&stream, 1, 2, 5000, 7000));
+	/* A burst's clones on every core (2 makers: 2 cores): none begins until they are fewer. */
+	assert_false(saas__lv_spare_may_begin(&stream, 2, 2, 5000, 0));
+	assert_false(saas__lv_spare_may_begin(&stream, 17, 2, 5000, 0));
+	assert_true(saas__lv_spare_may_begin(&stream, 3, 4, 5000, 0));
+	assert_false(saas__lv_spare_may_begin(&stream, 4, 4, 5000, 0));
+}
+
 static void test_makers_and_budget(void **state)
 {
 	(void)state;
@@ -319,6 +339,7 @@ int main(void)
 		cmocka_unit_test(test_burst),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_same_instant),
+		cmocka_unit_test(test_may_begin),
 		cmocka_unit_test(test_makers_and_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -500,7 +500,7 @@ static void *spare_main(void *arg)
 			stale = spare_unlink_locked(d, s);
 		}
 		if (!stale && now >= d->spare.retry_at_ms) {
-			if (plan.now || (!d->spare.creating && now >= d->spare.hold_until_ms))
+			if (saas__lv_spare_may_begin(&plan, d->spare.creating, d->spare.nthreads, now, d->spare.hold_until_ms))
 				t = saas__lv_spare_wanted_locked(d, plan.target, now);
 			else if (!d->spare.creating && d->spare.hold_until_ms - now < wait_ms)
 				wait_ms = d->spare.hold_until_ms - now; /* not a second late after the hold */

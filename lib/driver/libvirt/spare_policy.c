@@ -84,6 +84,14 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 	out->target = (unsigned int)(want < cap ? want : cap);
 }
 
+bool saas__lv_spare_may_begin(const struct saas__lv_spare_plan *plan, unsigned int creating, unsigned int makers,
+                              int64_t now, int64_t hold_until_ms)
+{
+	if (plan->now)
+		return creating < makers;
+	return creating == 0 && now >= hold_until_ms;
+}
+
 unsigned int saas__lv_spare_makers(long cores)
 {
 	if (cores < 1)

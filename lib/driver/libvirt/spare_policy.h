@@ -58,6 +58,19 @@ struct saas__lv_spare_plan {
 void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_spare_bounds *b, const int64_t *asks,
                          size_t n, int64_t now);
 
+/*
+ * May a spare thread begin a spare now (the plan wanting one)? creating
+ * creates are under way (clones made whole, spares being taken, fork
+ * children), makers the spare threads, hold_until_ms the end of the hold
+ * after the last create (on now's clock). Without plan->now, only once no
+ * create is under way and the hold is over. With it (creates come faster
+ * than spares are made), at once, unless the creates under way are as many
+ * as the makers or more: a burst's own clones then have every core, and a
+ * spare begun beside them comes too late for them and slows each.
+ */
+bool saas__lv_spare_may_begin(const struct saas__lv_spare_plan *plan, unsigned int creating, unsigned int makers,
+                              int64_t now, int64_t hold_until_ms);
+
 /* How many spares are made at once: one per core, at least 1, at most SPARE_MAKERS_MAX. */
 #define SPARE_MAKERS_MAX 4
 unsigned int saas__lv_spare_makers(long cores);
