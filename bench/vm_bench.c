@@ -706,6 +706,126 @@ static void *race(void *arg)
 	return NULL;
 }
 
+/* The host's CPU and this process's (the engine, libvirt embedded in it) at a moment. */
+#define CPU_PROCS 4096
+struct cpu_at {
+	unsigned long long busy, all;
+	double self_s, children_s;
+	/* BENCH_BURST_THREADS: every process's CPU (its own and its reaped children's), by pid. */
+	int npid;
+	int pid[CPU_PROCS];
+	char comm[CPU_PROCS][20];
+	double cpu[CPU_PROCS];
+};
+
+static void cpu_procs(struct cpu_at *c)
+{
+	double hz = (double)sysconf(_SC_CLK_TCK);
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	c->npid = 0;
+	while (d && (e = readdir(d)) && c->npid < CPU_PROCS) {
+		char path[300], buf[1024], *lp, *rp;
+		unsigned long long ut, st;
+		FILE *f;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+		if (!(lp = strchr(buf, '(')) || !(rp = strrchr(buf, ')')) ||
+		    sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+			continue;
+		*rp = '\0';
+		c->pid[c->npid] = atoi(e->d_name);
+		snprintf(c->comm[c->npid], sizeof(c->comm[0]), "%s", lp + 1);
+		c->cpu[c->npid++] = (double)(ut + st) / hz;
+	}
+	if (d)
+		closedir(d);
+}
+
+static void cpu_mark(struct cpu_at *c)
+{
+	unsigned long long v[8] = { 0 };
+	struct rusage ru;
+	FILE *f = fopen("/proc/stat", "re");
+
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+	                 &v[6], &v[7]) != 8)
+		memset(v, 0, sizeof(v));
+	if (f)
+		fclose(f);
+	c->all = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+	c->busy = c->all - v[3] - v[4];
+	getrusage(RUSAGE_SELF, &ru);
+	c->self_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	            ru.ru_stime.tv_usec / 1e6;
+	getrusage(RUSAGE_CHILDREN, &ru);
+	c->children_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	                ru.ru_stime.tv_usec / 1e6;
+	if (getenv("BENCH_BURST_THREADS"))
+		cpu_procs(c);
+}
+
+/* Set: at_once_ms marks the CPU there once every create ran `true`. */
+static struct cpu_at *at_once_cpu;
+
+/*
+ * BENCH_BURST_THREADS: the CPU the burst's QEMUs took so far, by thread (its
+ * vCPUs, its main loop, the rest), on stderr: where a clone's CPU goes.
+ */
+static void burst_threads(const struct racer *r, int n)
+{
+	double hz = (double)sysconf(_SC_CLK_TCK), vcpu = 0, main_loop = 0, other = 0;
+	int found = 0;
+
+	for (int i = 0; i < n; i++) {
+		char dir[64];
+		struct dirent *e;
+		DIR *d;
+		int pid = qemu_of(r[i].id, NULL);
+		if (!pid)
+			continue;
+		found++;
+		snprintf(dir, sizeof(dir), "/proc/%d/task", pid);
+		for (d = opendir(dir); d && (e = readdir(d));) {
+			char path[340], buf[1024], *rp;
+			unsigned long long ut, st;
+			FILE *f;
+			double cpu;
+			if (e->d_name[0] < '0' || e->d_name[0] > '9')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+			if (!(f = fopen(path, "re")))
+				continue;
+			buf[0] = '\0';
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = '\0';
+			fclose(f);
+			/* After the name, in parentheses: state, then 10 fields, utime and stime (fields 14 and 15). */
+			if (!(rp = strrchr(buf, ')')) ||
+			    sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+				continue;
+			cpu = (double)(ut + st) / hz;
+			if (strstr(buf, "/TCG)") || strstr(buf, "/KVM)"))
+				vcpu += cpu;
+			else if (strstr(buf, "(qemu-system-x86"))
+				main_loop += cpu;
+			else
+				other += cpu;
+		}
+		if (d)
+			closedir(d);
+	}
+	fprintf(stderr, "vm_bench: the burst's %d QEMUs so far: vCPUs %.1f CPU-s, main loops %.1f CPU-s, other threads %.1f CPU-s\n",
+	        found, vcpu, main_loop, other);
+}
+
 /* n creates at once on one engine: ms until all ran `true`; the median create's into *median if not NULL. */
 static double at_once_ms(struct bench_engine *b, const char *image, int n, double *median)
 {
@@ -725,6 +845,10 @@ static double at_once_ms(struct bench_engine *b, const char *image, int n, doubl
 		if (r[i].ready_ms > last)
 			last = r[i].ready_ms;
 	}
+	if (at_once_cpu)
+		cpu_mark(at_once_cpu); /* the burst's CPU ends here: the destroys below are not the creates' */
+	if (getenv("BENCH_BURST_THREADS"))
+		burst_threads(r, n);
 	for (int i = 0; i < n; i++)
 		saas_sandbox_destroy(NULL, b->client, r[i].id, 0);
 	if (median)
@@ -1429,43 +1553,45 @@ static uint64_t pool_claims(void)
 	return n;
 }
 
-/* The host's CPU and this process's (the engine, libvirt embedded in it) at a moment. */
-struct cpu_at {
-	unsigned long long busy, all;
-	double self_s;
-};
-
-static void cpu_mark(struct cpu_at *c)
-{
-	unsigned long long v[8] = { 0 };
-	struct rusage ru;
-	FILE *f = fopen("/proc/stat", "re");
-
-	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-	                 &v[6], &v[7]) != 8)
-		memset(v, 0, sizeof(v));
-	if (f)
-		fclose(f);
-	c->all = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
-	c->busy = c->all - v[3] - v[4];
-	getrusage(RUSAGE_SELF, &ru);
-	c->self_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-	            ru.ru_stime.tv_usec / 1e6;
-}
-
 /* Where a burst's CPU went, on stderr: the host busy, this process's share, the rest (the QEMUs, others). */
-static void cpu_say(const struct cpu_at *before, const char *what, double wall_ms)
+/* From before to now (marked by at_once_ms). */
+static void cpu_say(const struct cpu_at *before, const struct cpu_at *now_at, const char *what, double wall_ms)
 {
-	struct cpu_at now;
 	double hz = (double)sysconf(_SC_CLK_TCK), busy_s, self_s;
 
-	cpu_mark(&now);
-	busy_s = (double)(now.busy - before->busy) / hz;
-	self_s = now.self_s - before->self_s;
+	busy_s = (double)(now_at->busy - before->busy) / hz;
+	self_s = now_at->self_s - before->self_s;
 	fprintf(stderr, "vm_bench: %s: %.1f s; the host busy %.0f%% (%.1f CPU-s), the engine and libvirt %.1f CPU-s, "
 	        "the rest (QEMUs, others) %.1f CPU-s\n", what, wall_ms / 1000,
-	        now.all > before->all ? 100.0 * (double)(now.busy - before->busy) / (double)(now.all - before->all) : 0,
+	        now_at->all > before->all ? 100.0 * (double)(now_at->busy - before->busy) / (double)(now_at->all - before->all) : 0,
 	        busy_s, self_s, busy_s - self_s);
+	if (getenv("BENCH_BURST_THREADS")) {
+		/* By name: what each process took since (a new one all it took), this one's reaped children apart. */
+		char names[64][20];
+		double sum[64] = { 0 };
+		int nn = 0;
+		for (int i = 0; i < now_at->npid; i++) {
+			double was = 0;
+			int k;
+			for (int j = 0; j < before->npid; j++)
+				if (before->pid[j] == now_at->pid[i]) /* a kworker's name changes with its work */
+					was = before->cpu[j];
+			if (now_at->cpu[i] - was < 0.005)
+				continue; /* idle: the names are kept for those that ran */
+			for (k = 0; k < nn && strcmp(names[k], now_at->comm[i]) != 0; k++)
+				;
+			if (k == nn && nn < 64)
+				snprintf(names[nn++], sizeof(names[0]), "%s", now_at->comm[i]);
+			if (k < 64)
+				sum[k] += now_at->cpu[i] - was;
+		}
+		fprintf(stderr, "vm_bench: its reaped children %.1f CPU-s; by process name (0.2 CPU-s or more):",
+		        now_at->children_s - before->children_s);
+		for (int k = 0; k < nn; k++)
+			if (sum[k] >= 0.2)
+				fprintf(stderr, " %s %.1f;", names[k], sum[k]);
+		fprintf(stderr, "\n");
+	}
 }
 
 static void phase_burst(char **images, int way, const char *dir)
@@ -1475,7 +1601,7 @@ static void phase_burst(char **images, int way, const char *dir)
 	int made, ahead, i = res->bu_n[way];
 	uint64_t claims = 0;
 	double ms, median;
-	struct cpu_at cpu;
+	static struct cpu_at cpu, cpu_end;
 
 	snprintf(spec, sizeof(spec), "small:%s=%d", images[0], at_once);
 	spares_opt = way == 2 ? "16" : NULL; /* NULL: the driver's default */
@@ -1501,8 +1627,10 @@ static void phase_burst(char **images, int way, const char *dir)
 	ahead = clones_ahead;
 	pthread_mutex_unlock(&log_mu);
 	cpu_mark(&cpu);
+	at_once_cpu = &cpu_end;
 	ms = at_once_ms(b, images[0], at_once, &median);
-	cpu_say(&cpu, burst_ways[way], ms);
+	at_once_cpu = NULL;
+	cpu_say(&cpu, &cpu_end, burst_ways[way], ms);
 	pthread_mutex_lock(&log_mu);
 	made = clones_made - made;
 	ahead = clones_ahead - ahead;
