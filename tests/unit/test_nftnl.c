@@ -1,9 +1,10 @@
 /*
- * An egress counter and chain asked of the kernel over netlink
- * (lib/driver/libvirt/nftnl.c): the reader of its answer against made
- * datagrams (an object and its ack, a chain, an error, other requests'
- * messages, every length that lies), and, as root in a network namespace
- * of the test's own, real ones against what nft made.
+ * An egress counter and chain, and a table's marked rules, asked of the
+ * kernel over netlink (lib/driver/libvirt/nftnl.c): the reader of its
+ * answer against made datagrams (an object and its ack, a chain, a dump's
+ * rules and their comments, an error, other requests' messages, every
+ * length that lies), and, as root in a network namespace of the test's
+ * own, real ones against what nft made.
  */
 #include <endian.h>
 #include <errno.h>
@@ -219,6 +220,60 @@ static void test_chain(void **state)
 	assert_false(a.found);
 }
 
+#define NEWRULE ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE)
+
+/* A rule of a dump for seq, its user data as given (udlen bytes; none when 0). */
+static void newrule(struct dgram *d, uint32_t seq, const uint8_t *ud, size_t udlen)
+{
+	struct nfgenmsg g = { .nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0 };
+	size_t m = msg_begin(d, NEWRULE, seq);
+
+	put(d, &g, sizeof(g));
+	attr(d, NFTA_RULE_TABLE, "aas_guard", 10);
+	attr(d, NFTA_RULE_CHAIN, "forward", 8);
+	if (udlen)
+		attr(d, NFTA_RULE_USERDATA, ud, udlen);
+	msg_end(d, m);
+}
+
+/* A dump's rules: those whose comment is the one asked for are counted, whatever else their user data holds. */
+static void test_rules(void **state)
+{
+	/* As nft writes them: a comment entry (type 0, its length with the NUL), then others. */
+	static const uint8_t marked[] = { 0, 5, 'a', 'a', 's', '1', 0, 7, 2, 0, 1 };
+	static const uint8_t other[] = { 0, 5, 'a', 'a', 's', '2', 0 };
+	static const uint8_t prefix[] = { 0, 4, 'a', 'a', 's', 0 };
+	static const uint8_t after[] = { 1, 1, 9, 0, 5, 'a', 'a', 's', '1', 0 };
+	static const uint8_t past[] = { 0, 9, 'a', 'a', 's', '1', 0 };
+	static const uint8_t half[] = { 0, 5, 'a', 'a', 's', '1', 0, 3 };
+	struct saas__nftnl_answer a = { .want = NEWRULE, .comment = "aas1" };
+	struct dgram d = { .n = 0 };
+
+	(void)state;
+	newrule(&d, SEQ, marked, sizeof(marked));
+	newrule(&d, SEQ, other, sizeof(other));
+	newrule(&d, SEQ, NULL, 0);
+	newrule(&d, SEQ, prefix, sizeof(prefix));
+	newrule(&d, SEQ + 1, marked, sizeof(marked)); /* another request's */
+	assert_int_equal(saas__nftnl_reply(d.b, d.n, SEQ, &a), 0);
+	assert_true(a.found);
+	assert_int_equal(a.marked, 1);
+	/* The next datagram: one more, then the dump's end. */
+	d.n = 0;
+	newrule(&d, SEQ, after, sizeof(after));
+	msg_end(&d, msg_begin(&d, NLMSG_DONE, SEQ));
+	assert_int_equal(saas__nftnl_reply(d.b, d.n, SEQ, &a), 1);
+	assert_int_equal(a.marked, 2);
+	/* User data whose entry runs past its end, or stops inside its header, does not read. */
+	d.n = 0;
+	newrule(&d, SEQ, past, sizeof(past));
+	assert_int_equal(saas__nftnl_reply(d.b, d.n, SEQ, &a), -EPROTO);
+	d.n = 0;
+	newrule(&d, SEQ, half, sizeof(half));
+	assert_int_equal(saas__nftnl_reply(d.b, d.n, SEQ, &a), -EPROTO);
+	assert_int_equal(a.marked, 2);
+}
+
 /* Every length that lies: each cut of a good datagram, and lengths past the end. */
 static void test_lengths(void **state)
 {
@@ -283,6 +338,29 @@ static void test_kernel(void **state)
 	assert_int_equal(saas__nftnl_chain("aas_egress_t", "output"), 0);
 	assert_int_equal(saas__nftnl_chain("aas_egress_u", "output"), -ENOENT);
 	assert_int_equal(saas__nftnl_chain("aas_egress_t", name), -EINVAL);
+	/* Rules with a comment, as the guard marks its own: counted by it, in this table only. */
+	unsigned int marked = 99;
+	assert_int_equal(saas__nftnl_rules_marked("aas_guard_t", "aas-guard m1", &marked), 0);
+	assert_int_equal(marked, 0);
+	assert_int_equal(system("nft add table inet aas_guard_t && nft add chain inet aas_guard_t forward && "
+	                        "nft add rule inet aas_guard_t forward ip daddr 10.0.0.0/8 drop comment '\"aas-guard m1\"' && "
+	                        "nft add rule inet aas_guard_t forward ip6 daddr fc00::/7 drop comment '\"aas-guard m1\"' && "
+	                        "nft add rule inet aas_guard_t forward counter comment '\"aas-guard m2\"' && "
+	                        "nft add rule inet aas_guard_t forward counter && "
+	                        "nft add rule inet aas_egress_t output counter comment '\"aas-guard m1\"'"),
+	                 0);
+	assert_int_equal(saas__nftnl_rules_marked("aas_guard_t", "aas-guard m1", &marked), 0);
+	assert_int_equal(marked, 2);
+	assert_int_equal(saas__nftnl_rules_marked("aas_guard_t", "aas-guard m2", &marked), 0);
+	assert_int_equal(marked, 1);
+	assert_int_equal(saas__nftnl_rules_marked("aas_guard_t", "aas-guard m", &marked), 0);
+	assert_int_equal(marked, 0);
+	/* A table that is not there has none. */
+	marked = 99;
+	int rc = saas__nftnl_rules_marked("aas_guard_u", "aas-guard m1", &marked);
+	assert_true(rc == 0 || rc == -ENOENT);
+	assert_true(rc != 0 || marked == 0);
+	assert_int_equal(saas__nftnl_rules_marked(name, "aas-guard m1", &marked), -EINVAL);
 }
 
 int main(void)
@@ -291,6 +369,7 @@ int main(void)
 		cmocka_unit_test(test_answer),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_chain),
+		cmocka_unit_test(test_rules),
 		cmocka_unit_test(test_lengths),
 		cmocka_unit_test(test_kernel),
 	};

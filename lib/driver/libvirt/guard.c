@@ -26,6 +26,7 @@
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/nftnl.h"
 #include "util/file.h"
 #include "util/spawn.h"
 
@@ -535,6 +536,7 @@ int saas__lv_guard_ensure(struct drv *d)
 	const char *argv[] = { saas__lv_nft(d), "list", "table", "inet", GUARD_TABLE, NULL };
 	char *rules = NULL, *out = NULL, marker[GUARD_MARKER_SIZE], needle[GUARD_MARKER_SIZE + 16], why[512];
 	bool listed;
+	unsigned int marked = 0;
 	int rc, found = 0;
 
 	if (!d->guard)
@@ -542,7 +544,14 @@ int saas__lv_guard_ensure(struct drv *d)
 		                   d->guard_why);
 	if ((rc = guard_rules_now(&rules, marker, why, sizeof(why))) < 0)
 		goto out;
-	/* One nft run when all is well: the listing ends with both marked rules. */
+	/*
+	 * All is well when the table has both marked rules: asked of the kernel
+	 * where this process runs nft itself (one dump of the table's rules, no
+	 * process: a burst of creates checks it once each), else one nft run.
+	 * A netlink answer that is not "both" goes to nft too, which says why.
+	 */
+	if (!d->nft && saas__nftnl_rules_marked(GUARD_TABLE, marker, &marked) == 0 && marked == GUARD_MARKS)
+		goto out;
 	snprintf(needle, sizeof(needle), "comment \"%s\"", marker);
 	if ((listed = saas__run(argv, &out) == 0))
 		for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))

@@ -1,7 +1,8 @@
 /*
- * A counter or a chain asked of the kernel over netfilter's netlink: one
- * get request (NFT_MSG_GETOBJ, NFT_MSG_GETCHAIN), its answer (the object,
- * then the ack it asked for) read here. See nftnl.h for why this is not nft.
+ * A counter, a chain or a table's marked rules asked of the kernel over
+ * netfilter's netlink: one get request (NFT_MSG_GETOBJ, NFT_MSG_GETCHAIN,
+ * a dump of NFT_MSG_GETRULE), its answer (the object, then the ack it
+ * asked for; a dump's rules, then its end) read here. See nftnl.h for why this is not nft.
  */
 #include <endian.h>
 #include <errno.h>
@@ -21,6 +22,9 @@
 
 #define NEWOBJ ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWOBJ)
 #define NEWCHAIN ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN)
+#define NEWRULE ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE)
+/* libnftnl's user data of a rule (its udata.h): entries of a type byte, a length byte, the value; a comment, NUL ended. */
+#define UDATA_RULE_COMMENT 0
 
 /* A netlink attribute read from untrusted bytes. */
 struct attr {
@@ -57,6 +61,33 @@ static bool attr_find(const uint8_t *p, size_t len, uint16_t want, struct attr *
 			return true;
 	}
 	return false;
+}
+
+/*
+ * A rule's attributes (len bytes at p): 1 when its user data has the
+ * comment, 0 when it has none or another, -EPROTO when its user data does
+ * not read (an entry past its end).
+ */
+static int rule_marked(const uint8_t *p, size_t len, const char *comment, struct attr *ud)
+{
+	size_t want = comment ? strlen(comment) + 1 : 0;
+	int marked = 0;
+
+	if (!attr_find(p, len, NFTA_RULE_USERDATA, ud))
+		return 0;
+	for (size_t off = 0; off < ud->len;) {
+		uint8_t type, n;
+		if (ud->len - off < 2)
+			return -EPROTO;
+		type = ud->data[off];
+		n = ud->data[off + 1];
+		if ((size_t)n > ud->len - off - 2)
+			return -EPROTO;
+		if (type == UDATA_RULE_COMMENT && want && n == want && memcmp(ud->data + off + 2, comment, want) == 0)
+			marked = 1;
+		off += 2 + (size_t)n;
+	}
+	return marked;
 }
 
 int saas__nftnl_reply(const uint8_t *buf, size_t len, uint32_t seq, struct saas__nftnl_answer *a)
@@ -110,6 +141,13 @@ int saas__nftnl_reply(const uint8_t *buf, size_t len, uint32_t seq, struct saas_
 			memcpy(&be64, pk.data, sizeof(be64));
 			a->packets = (int64_t)(be64toh(be64) & INT64_MAX);
 		}
+		if (a->want == NEWRULE) {
+			struct attr ud;
+			int rc = rule_marked(body, body_len, a->comment, &ud);
+			if (rc < 0)
+				return rc;
+			a->marked += (unsigned int)rc;
+		}
 		a->found = true;
 	}
 	return 0;
@@ -140,9 +178,11 @@ struct str_attr {
 /*
  * One get request of message msg for the strings given (and an object
  * type, when not 0), its answer read into *a (a->want set by the caller):
- * 0 with a->found, or -errno (nftnl.h).
+ * 0 with a->found, or -errno (nftnl.h). A dump asks for every one that
+ * matches: 0 however many came.
  */
-static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj_type, struct saas__nftnl_answer *a)
+static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj_type, bool dump,
+               struct saas__nftnl_answer *a)
 {
 	_Alignas(struct nlmsghdr) uint8_t req[NLMSG_HDRLEN + 3 * NLA_ALIGN(NLA_HDRLEN + NFTNL_NAME_MAX + 1) + 64];
 	_Alignas(struct nlmsghdr) uint8_t ans[8192];
@@ -169,7 +209,7 @@ static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj
 	memset(&h, 0, sizeof(h));
 	h.nlmsg_len = (uint32_t)len;
 	h.nlmsg_type = (uint16_t)((NFNL_SUBSYS_NFTABLES << 8) | msg);
-	h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	h.nlmsg_flags = (uint16_t)(NLM_F_REQUEST | NLM_F_ACK | (dump ? NLM_F_DUMP : 0));
 	h.nlmsg_seq = seq;
 	memcpy(req, &h, sizeof(h));
 	if ((fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER)) < 0)
@@ -191,9 +231,14 @@ static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj
 			rc = errno == EINTR ? 0 : -errno;
 			continue;
 		}
-		if ((got = recvfrom(fd, ans, sizeof(ans), 0, (struct sockaddr *)&from, &from_len)) < 0) {
+		if ((got = recvfrom(fd, ans, sizeof(ans), MSG_TRUNC, (struct sockaddr *)&from, &from_len)) < 0) {
 			rc = errno == EINTR ? 0 : -errno;
 			continue;
+		}
+		/* A datagram larger than the buffer (a dump's): its tail is lost, so the answer is. */
+		if ((size_t)got > sizeof(ans)) {
+			rc = -EMSGSIZE;
+			break;
 		}
 		/* Only the kernel's own datagrams (port 0) are an answer. */
 		if (from_len < sizeof(from) || from.nl_family != AF_NETLINK || from.nl_pid != 0) {
@@ -205,7 +250,7 @@ static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj
 	close(fd);
 	if (rc < 0)
 		return rc;
-	return a->found ? 0 : -EPROTO;
+	return a->found || dump ? 0 : -EPROTO;
 }
 
 int saas__nftnl_counter(const char *table, const char *name, int64_t *packets)
@@ -214,7 +259,7 @@ int saas__nftnl_counter(const char *table, const char *name, int64_t *packets)
 	struct saas__nftnl_answer a = { .want = NEWOBJ };
 	int rc;
 
-	if ((rc = ask(NFT_MSG_GETOBJ, strs, 2, NFT_OBJECT_COUNTER, &a)) == 0)
+	if ((rc = ask(NFT_MSG_GETOBJ, strs, 2, NFT_OBJECT_COUNTER, false, &a)) == 0)
 		*packets = a.packets;
 	return rc;
 }
@@ -224,5 +269,16 @@ int saas__nftnl_chain(const char *table, const char *chain)
 	const struct str_attr strs[] = { { NFTA_CHAIN_TABLE, table }, { NFTA_CHAIN_NAME, chain } };
 	struct saas__nftnl_answer a = { .want = NEWCHAIN };
 
-	return ask(NFT_MSG_GETCHAIN, strs, 2, 0, &a);
+	return ask(NFT_MSG_GETCHAIN, strs, 2, 0, false, &a);
+}
+
+int saas__nftnl_rules_marked(const char *table, const char *comment, unsigned int *count)
+{
+	const struct str_attr strs[] = { { NFTA_RULE_TABLE, table } };
+	struct saas__nftnl_answer a = { .want = NEWRULE, .comment = comment };
+	int rc;
+
+	if ((rc = ask(NFT_MSG_GETRULE, strs, 1, 0, true, &a)) == 0)
+		*count = a.marked;
+	return rc;
 }
