@@ -314,6 +314,8 @@ static void test_kernel(void **state)
 {
 	int64_t packets = -1;
 	char name[NFTNL_NAME_MAX + 2];
+	unsigned int marked = 99;
+	int rc;
 
 	(void)state;
 	if (geteuid() != 0 || unshare(CLONE_NEWNET) != 0) {
@@ -339,7 +341,6 @@ static void test_kernel(void **state)
 	assert_int_equal(saas__nftnl_chain("aas_egress_u", "output"), -ENOENT);
 	assert_int_equal(saas__nftnl_chain("aas_egress_t", name), -EINVAL);
 	/* Rules with a comment, as the guard marks its own: counted by it, in this table only. */
-	unsigned int marked = 99;
 	assert_int_equal(saas__nftnl_rules_marked("aas_guard_t", "aas-guard m1", &marked), 0);
 	assert_int_equal(marked, 0);
 	assert_int_equal(system("nft add table inet aas_guard_t && nft add chain inet aas_guard_t forward && "
@@ -357,7 +358,7 @@ static void test_kernel(void **state)
 	assert_int_equal(marked, 0);
 	/* A table that is not there has none. */
 	marked = 99;
-	int rc = saas__nftnl_rules_marked("aas_guard_u", "aas-guard m1", &marked);
+	rc = saas__nftnl_rules_marked("aas_guard_u", "aas-guard m1", &marked);
 	assert_true(rc == 0 || rc == -ENOENT);
 	assert_true(rc != 0 || marked == 0);
 	assert_int_equal(saas__nftnl_rules_marked(name, "aas-guard m1", &marked), -EINVAL);
