@@ -86,12 +86,18 @@ static int group_setup(void **state)
 	return 0;
 }
 
+/* test_engine_killed's engine in a child process: killed by the teardown if a failed check left it running. */
+static pid_t killed_child;
+
 /* Destroy everything either account still has, whatever happened. */
 static int group_teardown(void **state)
 {
 	saas_client *clients[2] = { ca, cb };
 
 	(void)state;
+	/* Left running by a failed check, it would hold the test's output open until its timeout. */
+	if (killed_child > 0 && kill(killed_child, SIGKILL) == 0)
+		waitpid(killed_child, NULL, 0);
 	for (int i = 0; i < 2 && engine; i++) {
 		saas_sandbox_list *list = NULL;
 		if (!clients[i] || saas_sandbox_list_get(&list, clients[i], NULL, 1000, SAAS_LIST_ACTIVE) != SAAS_OK)
@@ -1127,6 +1133,7 @@ static void test_engine_killed(void **state)
 		execl(self, self, "--create", dir, config, (char *)NULL);
 		_exit(127);
 	}
+	killed_child = pid;
 	close(out[1]);
 	p = fdopen(out[0], "r");
 	assert_non_null(fgets(line, sizeof(line), p));
@@ -1144,6 +1151,7 @@ static void test_engine_killed(void **state)
 	sleep(1);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
+	killed_child = 0;
 	assert_true(WIFSIGNALED(status));
 	/* The VMs outlive their engine. */
 	assert_true(qemu_pid(id1) && qemu_pid(id2));

@@ -305,7 +305,6 @@ saas_engine_options vmtest_engine_options(const char *state_dir, const char *dri
 
 	vmtest_state_parent_traversable(state_dir);
 	vmtest_egress_leftovers_near(state_dir);
-	vmtest_own_qemus(state_dir);
 
 	o.state_dir = state_dir;
 	o.driver_config = driver_config;

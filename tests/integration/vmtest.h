@@ -156,8 +156,10 @@ int vmtest_accepted(int fd);
  * The QEMUs qemu_pid looks at: those of engines on state_dir (their
  * embedded root, .../aas-libvirt[-UID]/HASH/, on their command line), so
  * that another test run on the host, with VMs of the same names, is not
- * taken for this one's. vmtest_engine_options calls it; a test that opens
- * the driver itself does too. Without a call, qemu_pid looks at every QEMU.
+ * taken for this one's. Only for a test whose engines are all its own
+ * process's and embedded (vm.snapshot): one that starts an engine in a
+ * child process, or on a system libvirtd (whose QEMUs name no such root),
+ * does not call it. Without a call, qemu_pid looks at every QEMU.
  */
 void vmtest_own_qemus(const char *state_dir);
 /* The pid of the QEMU running the domain called name (an argument guest=NAME[,...]) of this test's engines, or 0. */
